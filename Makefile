@@ -1,0 +1,58 @@
+# The two front doors: `make book` and `make test`. Both start from nothing.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+JB_FLAGS := --all --warningiserror --nitpick --keep-going
+
+.PHONY: help install book serve test test-unit test-notebooks test-book test-course test-browser \
+        bench notebooks assignments grade course-book clean
+
+help:
+	@echo "make book     build the HTML book into _build/html (installs first)"
+	@echo "make test     run every test (installs first)"
+	@echo "make serve    serve the built book on http://127.0.0.1:8000"
+	@echo "make bench    benchmarks (not part of make test)"
+	@echo "make assignments / make grade SUBMISSIONS=DIR   course workflow"
+
+# --- environment ----------------------------------------------------------
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	@# Kernels started by the build log a TCP notice on every start; keep the log to real problems.
+	@mkdir -p $(VENV)/etc/ipython && echo "c.IPKernelApp.log_level = 'ERROR'" > $(VENV)/etc/ipython/ipython_kernel_config.py
+	@touch $@
+
+install: $(STAMP)
+
+# --- the book -------------------------------------------------------------
+book: $(STAMP)
+	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	@echo
+	@echo "Open file://$(CURDIR)/_build/html/index.html  (or: make serve)"
+
+serve:
+	@test -f _build/html/index.html || { echo "no book yet: run make book first"; exit 1; }
+	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
+
+# --- tests ----------------------------------------------------------------
+test: $(STAMP)
+	$(BIN)/python -m pytest tests attnlib
+	$(BIN)/python -m pytest --nbval chapters --nbval-cell-timeout=300 \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+	$(MAKE) --no-print-directory book
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+# Re-execute the notebooks and store their outputs (what nbval compares).
+notebooks: $(STAMP)
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace chapters/*.ipynb
+
+clean:
+	rm -rf _build

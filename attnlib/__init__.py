@@ -1,0 +1,25 @@
+"""attnlib: multi-head attention, refactored into patterns and messages.
+
+The modules follow the book's chapters, and none imports a later one:
+
+======================  ==========================================
+:mod:`.normalize`       softmax with a mask, the causal mask
+:mod:`.attention`       scaled dot-product attention (chapter 1)
+:mod:`.heads`           split_heads / merge_heads (chapter 2)
+:mod:`.weights`         Weights, random_weights (chapter 2)
+:mod:`.multihead`       the Vaswani concat form (chapter 2)
+======================  ==========================================
+"""
+from .normalize import causal_mask, softmax
+from .attention import attention, attention_pattern
+from .heads import merge_heads, split_heads
+from .weights import PerHead, Weights, random_weights
+from .multihead import multihead_attention
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "softmax", "causal_mask", "attention", "attention_pattern",
+    "split_heads", "merge_heads", "Weights", "PerHead", "random_weights",
+    "multihead_attention",
+]

@@ -1,0 +1,82 @@
+"""Input checks shared by every module: clear errors instead of numpy's.
+
+Every public function validates its arguments here first, so that a reader
+sees ``W_O has 96 rows, expected n_heads * d_head = 64`` rather than a
+broadcasting error from deep inside a matmul.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def as_float_array(x, name: str, min_ndim: int = 0) -> np.ndarray:
+    """Return ``x`` as a floating ndarray, keeping float32 as float32.
+
+    Integer and boolean inputs become float64; complex, object and string
+    inputs are rejected, as are arrays with too few axes or non-finite values.
+    """
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as err:  # ragged nested lists
+            raise TypeError(f"{name} must be an array of numbers: {err}") from None
+    if arr.dtype.kind in "biu":
+        arr = arr.astype(np.float64)
+    elif arr.dtype.kind != "f":
+        raise TypeError(
+            f"{name} must hold real numbers, got dtype {arr.dtype}"
+        )
+    if arr.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} axes, got shape {arr.shape}"
+        )
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str, allow_neg_inf: bool = False) -> None:
+    """Raise ``ValueError`` if ``arr`` holds NaN or infinities."""
+    bad = np.isnan(arr) | (arr == np.inf)
+    if not allow_neg_inf:
+        bad |= arr == -np.inf
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} must be finite, but {name}[{', '.join(map(str, where))}]"
+            f" = {arr[where]}"
+        )
+
+
+def check_positive_int(n, name: str) -> int:
+    """Return ``n`` as an int if it is a positive integer, else raise."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"{name} must be a positive integer, got {n!r}")
+    if n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n}")
+    return int(n)
+
+
+def check_bool(flag, name: str) -> bool:
+    """Reject truthy non-booleans such as the string ``"False"``."""
+    if not isinstance(flag, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {flag!r}")
+    return bool(flag)
+
+
+def leading_shape(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> tuple:
+    """Broadcast the leading (head or batch) axes of two stacks of matrices."""
+    try:
+        return np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"leading axes of {name_a} {a.shape} and {name_b} {b.shape} do not"
+            f" broadcast: {a.shape[:-2]} vs {b.shape[:-2]}"
+        ) from None
+
+
+def result_dtype(*arrays: np.ndarray) -> np.dtype:
+    """float32 only if every input is float32; otherwise float64."""
+    return np.result_type(*(a.dtype for a in arrays), np.float32)

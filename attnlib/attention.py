@@ -1,0 +1,113 @@
+"""Scaled dot-product attention for one head, or a stack of heads (chapter 1).
+
+Row-vector convention: each row of ``Q``, ``K`` and ``V`` is one token.
+Leading axes (heads, batches) broadcast, so the same code serves one head
+and all of them at once.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._checks import as_float_array, check_bool, check_finite, leading_shape, result_dtype
+from .normalize import causal_mask, softmax_
+
+
+def _check_qk(Q, K):
+    Q = as_float_array(Q, "Q", min_ndim=2)
+    K = as_float_array(K, "K", min_ndim=2)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            f"Q and K must have the same head size (last axis): Q has shape"
+            f" {Q.shape}, K has shape {K.shape}"
+        )
+    leading_shape("Q", Q, "K", K)
+    check_finite(Q, "Q")
+    check_finite(K, "K")
+    return Q, K
+
+
+def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
+    """softmax(Q Kᵀ / √d_k) for checked float arrays of one dtype."""
+    dtype = result_dtype(Q, K)
+    # Scale the (T, d_k) queries, not the (T, T) scores: fewer multiplications.
+    # A Python float keeps float32 as float32 (an np.float64 would upcast).
+    scale = 1.0 / math.sqrt(Q.shape[-1])
+    scores = (Q.astype(dtype, copy=False) * scale) @ np.swapaxes(K, -1, -2).astype(dtype, copy=False)  # (..., T_q, T_k)
+    if causal:
+        T_q, T_k = scores.shape[-2:]
+        scores[..., ~causal_mask(T_q, T_k)] = -np.inf
+    return softmax_(scores, axis=-1)
+
+
+def attention_pattern(Q, K, causal: bool = False) -> np.ndarray:
+    """Attention weights ``softmax(Q Kᵀ / √d_k)``, one row per query.
+
+    Parameters
+    ----------
+    Q : (..., T_q, d_k) array_like
+        Queries.
+    K : (..., T_k, d_k) array_like
+        Keys; leading axes broadcast against ``Q``'s.
+    causal : bool
+        If True, query ``i`` sees only keys ``j <= i + T_k - T_q`` (so with
+        ``T_q = T_k`` a token sees itself and the past).
+
+    Returns
+    -------
+    (..., T_q, T_k) ndarray
+        Each row is a probability distribution over the keys.
+
+    Examples
+    --------
+    >>> Q = np.array([[1.0, 0.0]]); K = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> attention_pattern(Q, K).round(3)  # softmax([1, -1] / sqrt(2))
+    array([[0.804, 0.196]])
+    """
+    causal = check_bool(causal, "causal")
+    Q, K = _check_qk(Q, K)
+    if causal and K.shape[-2] < Q.shape[-2]:
+        causal_mask(Q.shape[-2], K.shape[-2])  # raises with the sizes named
+    return _pattern(Q, K, causal)
+
+
+def attention(Q, K, V, causal: bool = False) -> np.ndarray:
+    """Scaled dot-product attention ``softmax(Q Kᵀ / √d_k) V``.
+
+    Parameters
+    ----------
+    Q : (..., T_q, d_k) array_like
+    K : (..., T_k, d_k) array_like
+    V : (..., T_k, d_v) array_like
+        Values, one row per key.
+    causal : bool
+        Mask future keys before the softmax (see :func:`attention_pattern`).
+
+    Returns
+    -------
+    (..., T_q, d_v) ndarray
+        Row ``i`` is the average of the values weighted by query ``i``'s
+        pattern row.
+
+    Examples
+    --------
+    >>> K = np.eye(2); V = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> attention(100 * K[:1], K, V).round(3)  # the query picks key 0
+    array([[1., 2.]])
+    """
+    causal = check_bool(causal, "causal")
+    Q, K = _check_qk(Q, K)
+    V = as_float_array(V, "V", min_ndim=2)
+    if V.shape[-2] != K.shape[-2]:
+        raise ValueError(
+            f"V must have one row per key: K has shape {K.shape} ({K.shape[-2]}"
+            f" keys) but V has shape {V.shape} ({V.shape[-2]} rows)"
+        )
+    leading_shape("K", K, "V", V)
+    leading_shape("Q", Q, "V", V)
+    check_finite(V, "V")
+    if causal and K.shape[-2] < Q.shape[-2]:
+        causal_mask(Q.shape[-2], K.shape[-2])
+    A = _pattern(Q, K, causal)  # (..., T_q, T_k)
+    return A @ V.astype(A.dtype, copy=False)  # (..., T_q, d_v)

@@ -1,0 +1,118 @@
+"""Figures for the book: every one labelled, with a colourbar where colour means a number.
+
+Colour maps are perceptually uniform and colourblind-safe (viridis for
+weights, cividis for signed or secondary quantities). Figures keep a white
+face so they stay readable when the book is switched to its dark theme.
+Functions draw on a given ``ax`` (or make a figure) and return the Figure.
+Notebooks assign it (``fig = plots.pattern_heatmap(...)``) so that Jupyter
+shows it exactly once.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+import matplotlib.pyplot as plt
+
+FACE = "white"
+
+
+def _ax(ax, figsize=(4.2, 3.6)):
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize, facecolor=FACE, layout="constrained")
+    return ax
+
+
+def _token_labels(tokens, n):
+    if tokens is None:
+        return [str(i) for i in range(n)]
+    tokens = [str(t) for t in tokens]
+    if len(tokens) != n:
+        raise ValueError(f"tokens has {len(tokens)} labels, expected {n} (one per row)")
+    return tokens
+
+
+def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
+                    annotate=None):
+    """Heatmap of an attention pattern: row = query, column = key.
+
+    Parameters
+    ----------
+    A : (T_q, T_k) array_like
+        Attention weights (rows sum to one).
+    tokens : list of str, optional
+        Query labels (and key labels, unless ``keys`` is given).
+    keys : list of str, optional
+        Key labels when they differ from the queries.
+    ax : matplotlib Axes, optional
+    title : str, optional
+    colorbar : bool
+    annotate : bool, optional
+        Write each weight in its cell (default: when the pattern is small).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    return _heatmap(A, tokens, keys, ax, title, colorbar, annotate).figure
+
+
+def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, annotate=None):
+    A = np.asarray(A, dtype=float)
+    if A.ndim != 2:
+        raise ValueError(f"A must be one (T_q, T_k) pattern, got shape {A.shape}")
+    ax = _ax(ax)
+    q_labels = _token_labels(tokens, A.shape[0])
+    k_labels = _token_labels(keys if keys is not None else tokens, A.shape[1])
+    im = ax.imshow(A, cmap="viridis", vmin=0.0, vmax=1.0, aspect="equal")
+    ax.set_xticks(range(A.shape[1]), k_labels, rotation=90 if A.shape[1] > 6 else 0)
+    ax.set_yticks(range(A.shape[0]), q_labels)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = A.size <= 64
+    if annotate:
+        for (i, j), a in np.ndenumerate(A):
+            ax.text(j, i, f"{a:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if a > 0.6 else "white")
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label="attention weight", shrink=0.85)
+    return im
+
+
+def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
+    """Small multiples: one pattern heatmap per head, one shared colourbar.
+
+    Parameters
+    ----------
+    A : (n_heads, T, T) array_like
+    tokens : list of str, optional
+    titles : list of str, optional
+        Default ``head 0``, ``head 1``, ...
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    A = np.asarray(A, dtype=float)
+    if A.ndim != 3:
+        raise ValueError(f"A must be (n_heads, T, T), got shape {A.shape}")
+    h = A.shape[0]
+    ncols = min(ncols, h)
+    nrows = -(-h // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.8, size * nrows + 0.3),
+                             squeeze=False, facecolor=FACE, layout="constrained")
+    titles = titles or [f"head {i}" for i in range(h)]
+    for i, ax in enumerate(axes.flat):
+        if i >= h:
+            ax.set_axis_off()
+            continue
+        im = _heatmap(A[i], tokens, ax=ax, title=titles[i], colorbar=False, annotate=False)
+        if i % ncols:
+            ax.set_ylabel("")
+        if i < h - ncols:
+            ax.set_xlabel("")
+    fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
+    return fig
