@@ -8,6 +8,12 @@ The modules follow the book's chapters, and none imports a later one:
 :mod:`.heads`           split_heads / merge_heads (chapter 2)
 :mod:`.weights`         Weights, random_weights (chapter 2)
 :mod:`.multihead`       the Vaswani concat form (chapter 2)
+:mod:`.lowrank`         LowRank: a product kept as factors
+:mod:`.circuits`        qk_circuit (W^P), ov_circuit (W^M)
+:mod:`.forms`           FORMS: one function per step of the refactor
+:mod:`.cost`            parameter and FLOP counts of each form
+:mod:`.plots`           figures (imported on demand)
+:mod:`.widgets`         ipywidgets controls (imported on demand)
 ======================  ==========================================
 """
 from .normalize import causal_mask, softmax
@@ -15,11 +21,14 @@ from .attention import attention, attention_pattern
 from .heads import merge_heads, split_heads
 from .weights import PerHead, Weights, random_weights
 from .multihead import multihead_attention
+from .lowrank import LowRank
+from .circuits import ov_circuit, qk_circuit
+from . import cost, forms
 
 __version__ = "0.1.0"
 
 __all__ = [
     "softmax", "causal_mask", "attention", "attention_pattern",
     "split_heads", "merge_heads", "Weights", "PerHead", "random_weights",
-    "multihead_attention",
+    "multihead_attention", "LowRank", "qk_circuit", "ov_circuit",
 ]

@@ -35,10 +35,19 @@ def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
     # A Python float keeps float32 as float32 (an np.float64 would upcast).
     scale = 1.0 / math.sqrt(Q.shape[-1])
     scores = (Q.astype(dtype, copy=False) * scale) @ np.swapaxes(K, -1, -2).astype(dtype, copy=False)  # (..., T_q, T_k)
+    return softmax_logits_(scores, causal)
+
+
+def softmax_logits_(logits: np.ndarray, causal: bool) -> np.ndarray:
+    """Mask (if causal) and softmax already-scaled logits over keys, in place.
+
+    The mask goes in *before* the softmax, as ``-inf``; zeroing weights after
+    it would leave rows that no longer sum to one (chapter 9).
+    """
     if causal:
-        T_q, T_k = scores.shape[-2:]
-        scores[..., ~causal_mask(T_q, T_k)] = -np.inf
-    return softmax_(scores, axis=-1)
+        T_q, T_k = logits.shape[-2:]
+        logits[..., ~causal_mask(T_q, T_k)] = -np.inf
+    return softmax_(logits, axis=-1)
 
 
 def attention_pattern(Q, K, causal: bool = False) -> np.ndarray:
