@@ -85,3 +85,39 @@ def flops(form: str, T: int, d_model: int, n_heads: int, d_head: int | None = No
         raise KeyError(f"unknown form {form!r}; expected one of {sorted(table)}")
     forward, weights = table[form]
     return {"forward": forward, "weights": weights}
+
+
+def decode_cost(t: int, d_model: int, n_heads: int, d_head: int | None = None,
+                cache: str = "kv") -> dict:
+    """Matmul FLOPs and cache size for generating one token with ``t`` in context.
+
+    Parameters
+    ----------
+    t : int
+        Tokens the new token attends to, itself included.
+    cache : {"kv", "x"}
+        ``"kv"``: keep every head's keys and values (``2 · t · h · d_head``
+        numbers) and attend in ``d_head`` dimensions. ``"x"``: keep only the
+        residual stream ``X`` (``t · d_model`` numbers, shared by all heads)
+        and use the patterns-and-messages form, ``p_t = x_t W^Q_i W^K_iᵀ``,
+        logits ``p_t · x_s``, message ``(Σ_s a_s x_s) W^V_i W^O_i``, so each
+        head attends in ``d_model`` dimensions.
+
+    Returns
+    -------
+    dict
+        ``{"flops": ..., "cache": ...}`` (cache in numbers, not bytes).
+
+    Examples
+    --------
+    >>> decode_cost(100, 768, 12)["cache"], decode_cost(100, 768, 12, cache="x")["cache"]
+    (153600, 76800)
+    """
+    t, D, h, d = _dims(t, d_model, n_heads, d_head)
+    if cache == "kv":
+        flops_ = 3 * _mm(1, D, h * d) + 2 * h * _mm(1, d, t) + _mm(1, h * d, D)
+        return {"flops": flops_, "cache": 2 * t * h * d}
+    if cache == "x":
+        per_head = 2 * _mm(1, D, d) + 2 * _mm(1, D, t) + 2 * _mm(1, D, d)
+        return {"flops": h * per_head, "cache": t * D}
+    raise ValueError(f"cache must be 'kv' or 'x', got {cache!r}")

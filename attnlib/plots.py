@@ -116,3 +116,98 @@ def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
             ax.set_xlabel("")
     fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
     return fig
+
+
+def matrix_heatmap(W, ax=None, title=None, label="value"):
+    """A signed matrix (e.g. one ``W^P_i``) on a symmetric cividis scale.
+
+    Parameters
+    ----------
+    W : (m, n) array_like
+    ax : matplotlib Axes, optional
+    title, label : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    W = np.asarray(W, dtype=float)
+    if W.ndim != 2:
+        raise ValueError(f"W must be a matrix, got shape {W.shape}")
+    ax = _ax(ax)
+    lim = float(np.abs(W).max()) or 1.0
+    im = ax.imshow(W, cmap="cividis", vmin=-lim, vmax=lim)
+    ax.set_xlabel("column (model dimension)")
+    ax.set_ylabel("row (model dimension)")
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
+    return ax.figure
+
+
+def spectrum(values, labels=None, ax=None, title="singular values", rank_line=None):
+    """Singular values (one line per matrix) on a log scale.
+
+    Parameters
+    ----------
+    values : (k, n) array_like
+        ``k`` spectra of ``n`` values each, in decreasing order.
+    labels : list of str, optional
+    rank_line : int, optional
+        Draw a vertical line after this many values (e.g. at ``d_head``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    values = np.atleast_2d(np.asarray(values, dtype=float))
+    ax = _ax(ax, figsize=(5.2, 3.4))
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(values)))
+    idx = np.arange(1, values.shape[1] + 1)
+    for k, (s, c) in enumerate(zip(values, colours)):
+        ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c,
+                    label=labels[k] if labels else None)
+    if rank_line is not None:
+        ax.axvline(rank_line + 0.5, color="grey", ls="--", lw=1)
+        ax.text(rank_line + 0.7, ax.get_ylim()[1], f"d_head = {rank_line}", va="top", fontsize=8)
+    ax.set_xlabel("index (largest first)")
+    ax.set_ylabel("singular value (log scale)")
+    ax.set_title(title)
+    if labels:
+        ax.legend(fontsize=7, ncol=2)
+    return ax.figure
+
+
+def head_contributions(parts, tokens=None, token=0, ax=None, dims=12):
+    """What each head writes for one token, and that the writes add up.
+
+    Parameters
+    ----------
+    parts : (n_heads, T, d_model) array_like
+        Head ``i``'s contribution to the output.
+    token : int
+        Which row (token) to show.
+    dims : int
+        How many model dimensions to draw.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    parts = np.asarray(parts, dtype=float)
+    if parts.ndim != 3:
+        raise ValueError(f"parts must be (n_heads, T, d_model), got shape {parts.shape}")
+    h, T, D = parts.shape
+    dims = min(dims, D)
+    rows = np.vstack([parts[:, token, :dims], parts[:, token, :dims].sum(axis=0)])  # (h + 1, dims)
+    ax = _ax(ax, figsize=(6.0, 0.45 * (h + 1) + 1.4))
+    lim = float(np.abs(rows).max()) or 1.0
+    im = ax.imshow(rows, cmap="cividis", vmin=-lim, vmax=lim, aspect="auto")
+    ax.axhline(h - 0.5, color="white", lw=3)
+    ax.set_yticks(range(h + 1), [f"head {i}" for i in range(h)] + ["sum = output"])
+    ax.set_xticks(range(dims))
+    ax.set_xlabel(f"model dimension (first {dims} of {D})")
+    name = tokens[token] if tokens is not None else token
+    ax.set_title(f"what each head writes for token {name!r}")
+    ax.figure.colorbar(im, ax=ax, label="value", shrink=0.85)
+    return ax.figure
