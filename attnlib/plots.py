@@ -118,7 +118,7 @@ def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
     return fig
 
 
-def matrix_heatmap(W, ax=None, title=None, label="value"):
+def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
     """A signed matrix (e.g. one ``W^P_i``) on a symmetric cividis scale.
 
     Parameters
@@ -126,6 +126,8 @@ def matrix_heatmap(W, ax=None, title=None, label="value"):
     W : (m, n) array_like
     ax : matplotlib Axes, optional
     title, label : str
+    row_labels : list of str, optional
+        Label the rows (e.g. with tokens) instead of model dimensions.
 
     Returns
     -------
@@ -139,6 +141,9 @@ def matrix_heatmap(W, ax=None, title=None, label="value"):
     im = ax.imshow(W, cmap="cividis", vmin=-lim, vmax=lim)
     ax.set_xlabel("column (model dimension)")
     ax.set_ylabel("row (model dimension)")
+    if row_labels is not None:
+        ax.set_yticks(range(W.shape[0]), _token_labels(row_labels, W.shape[0]))
+        ax.set_ylabel("token")
     if title:
         ax.set_title(title)
     ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
