@@ -16,7 +16,7 @@ help:
 	@echo "make test     run every test (installs first)"
 	@echo "make serve    serve the built book on http://127.0.0.1:8000"
 	@echo "make bench    benchmarks (not part of make test)"
-	@echo "make assignments / make grade SUBMISSIONS=DIR   course workflow"
+	@echo "make assignments / make grade SUBMISSIONS=DIR / make course-book   course workflow"
 
 # --- environment ----------------------------------------------------------
 $(STAMP): requirements.txt pyproject.toml
@@ -43,16 +43,29 @@ serve:
 # --- tests ----------------------------------------------------------------
 test: $(STAMP)
 	$(BIN)/python -m pytest tests attnlib
-	$(BIN)/python -m pytest --nbval chapters --nbval-cell-timeout=300 \
+	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 	$(MAKE) --no-print-directory book
+
+# --- the course (nbgrader) ----------------------------------------------------
+assignments: $(STAMP)
+	$(BIN)/python scripts/course.py assignments
+
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR  (DIR/<student>/<assignment>/<notebook>.ipynb)"; exit 2; }
+	$(BIN)/python scripts/course.py grade "$(SUBMISSIONS)"
+
+course-book: $(STAMP)
+	$(BIN)/python scripts/course.py book
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 # Re-execute the notebooks and store their outputs (what nbval compares).
 notebooks: $(STAMP)
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace chapters/*.ipynb
+	for nb in chapters/*.ipynb exercises/*/*.ipynb; do \
+	    (cd $$(dirname $$nb) && $(CURDIR)/$(BIN)/jupyter nbconvert --log-level=ERROR --to notebook --execute --inplace $$(basename $$nb)) || exit 1; \
+	done
 
 clean:
-	rm -rf _build
+	rm -rf _build course

@@ -216,3 +216,33 @@ def head_contributions(parts, tokens=None, token=0, ax=None, dims=12):
     ax.set_title(f"what each head writes for token {name!r}")
     ax.figure.colorbar(im, ax=ax, label="value", shrink=0.85)
     return ax.figure
+
+
+def landing_scatter(weights, labels, ax=None, title="where c lands"):
+    """Monte Carlo outcomes: weight on v_a against weight on v_b, one cloud per setting.
+
+    Parameters
+    ----------
+    weights : list of (n_trials, 2) array_like
+        For each setting, the coefficients of ``v_a`` and ``v_b`` in ``c``.
+    labels : list of str
+        One label per setting.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if len(weights) != len(labels):
+        raise ValueError(f"got {len(weights)} settings but {len(labels)} labels")
+    ax = _ax(ax, figsize=(4.6, 4.2))
+    colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.8, len(weights)))
+    markers = "o^sDv"
+    for k, (w, label, colour) in enumerate(zip(weights, labels, colours)):
+        w = np.asarray(w, dtype=float)
+        ax.scatter(w[:, 0], w[:, 1], s=12, alpha=0.6, color=colour, marker=markers[k % 5], label=label)
+    ax.plot([0, 1], [1, 0], color="grey", lw=1, ls=":")
+    ax.plot([0.5], [0.5], "k+", ms=14, mew=2, label="½(v_a + v_b)")
+    ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), aspect="equal",
+           xlabel="weight on v_a", ylabel="weight on v_b", title=title)
+    ax.legend(fontsize=8, loc="upper right")
+    return ax.figure

@@ -1,0 +1,165 @@
+"""The course workflow end to end: generate, submit (good, blank and hostile), grade, export.
+
+Runs nbgrader for real, with a SQLite gradebook in a temporary course folder.
+"""
+import csv
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
+MAX_POINTS = {"01_copying": 6, "02_averaging": 4, "03_subspace": 3, "04_noisy_keys": 3, "05_two_heads": 4}
+PER_CELL_TIMEOUT = 10  # nbgrader_config.py
+
+
+def run_course(cmd, course, *args, timeout=900):
+    env = dict(os.environ, PM_COURSE_DIR=str(course))
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), cmd, *map(str, args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    proc = run_course("assignments", course)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return course
+
+
+def source(name):
+    folder = ROOT / "exercises" / name
+    return next(folder.glob("*.ipynb"))
+
+
+def solution_lines():
+    """Every non-trivial line between solution or hidden-test markers, per assignment."""
+    out = {}
+    for folder in EXERCISES:
+        nb = nbformat.read(source(folder.name), as_version=4)
+        lines, inside = set(), False
+        for cell in nb.cells:
+            for line in cell.source.splitlines():
+                if re.search(r"### BEGIN (SOLUTION|HIDDEN TESTS)", line):
+                    inside = True
+                elif re.search(r"### END (SOLUTION|HIDDEN TESTS)", line):
+                    inside = False
+                elif inside and len(line.strip()) > 12:
+                    lines.add(line.strip())
+        assert lines, folder.name
+        out[folder.name] = lines
+    return out
+
+
+def test_every_assignment_has_points_and_unique_ids():
+    assert [p.name for p in EXERCISES] == sorted(MAX_POINTS)
+    for folder in EXERCISES:
+        nb = nbformat.read(source(folder.name), as_version=4)
+        meta = [c.metadata["nbgrader"] for c in nb.cells if "nbgrader" in c.metadata]
+        ids = [m["grade_id"] for m in meta]
+        assert len(ids) == len(set(ids)), folder.name
+        assert sum(m.get("points", 0) for m in meta if m.get("grade")) == MAX_POINTS[folder.name]
+
+
+def test_student_versions_leak_nothing(course):
+    for name, secret in solution_lines().items():
+        for path in (course / "release" / name).glob("*.ipynb"):
+            text = path.read_text()
+            assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, path
+            leaked = [line for line in secret if line in text]
+            assert not leaked, f"{path.name} contains solution lines: {leaked[:3]}"
+
+
+def test_student_versions_run_until_the_first_gap_and_fail_every_check(course):
+    for folder in EXERCISES:
+        path = next((course / "release" / folder.name).glob("*.ipynb"))
+        nb = nbformat.read(path, as_version=4)
+        NotebookClient(nb, timeout=60, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+        errors = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                  and any(o.output_type == "error" for o in c.outputs)]
+        first_i, first = errors[0]
+        first_gap = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+        assert first_i > first_gap, f"{path.name}: a cell fails before the first exercise"
+        first_error = next(o for o in first.outputs if o.output_type == "error")
+        # the first failure is the unfilled answer itself, not a bug in the set-up
+        assert first_error.ename == "NotImplementedError", (path.name, first_error.ename)
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade"):
+                assert any(o.output_type == "error" for o in cell.outputs), \
+                    f"{path.name}: check {cell.metadata['nbgrader']['grade_id']} passes on an empty answer"
+
+
+def _edit(nb, grade_id, fn):
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    fn(cell)
+    return nb
+
+
+def make_submissions(tmp, course):
+    """DIR/<student>/<assignment>/<notebook>.ipynb, like nbgrader's submitted folder."""
+    subs = tmp / "submissions"
+    def put(student, name, nb):
+        dest = subs / student / name / source(name).name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, dest)
+
+    for folder in EXERCISES:
+        name = folder.name
+        put("ada_full", name, nbformat.read(source(name), as_version=4))
+        put("bob_blank", name, nbformat.read(next((course / "release" / name).glob("*.ipynb")), as_version=4))
+
+    def solved():
+        return nbformat.read(source("01_copying"), as_version=4)
+
+    def loop(cell):
+        cell.source = cell.source.replace("    ### BEGIN SOLUTION\n    return np.log",
+                                          "    ### BEGIN SOLUTION\n    while True:\n        pass\n    return np.log")
+    put("cy_loop", "01_copying", _edit(solved(), "beta", loop))
+    put("di_syntax", "01_copying", _edit(solved(), "copy", lambda c: setattr(c, "source", c.source + "\nreturn beta * keys[j")))
+    put("ed_exception", "01_copying", _edit(solved(), "weights", lambda c: setattr(
+        c, "source", c.source.replace("return attention_weights(keys, q) @ values", "raise ValueError('oops')"))))
+    deleted = solved()
+    deleted.cells = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test-weights"]
+    put("fay_deleted", "01_copying", deleted)
+    dup = solved()
+    i = next(i for i, c in enumerate(dup.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test-copy")
+    dup.cells.insert(i, nbformat.from_dict(dict(dup.cells[i])))
+    put("gus_duplicated", "01_copying", dup)
+    return subs
+
+
+def test_grading_end_to_end(course, tmp_path):
+    subs = make_submissions(tmp_path, course)
+    before = sorted(p.relative_to(subs) for p in subs.rglob("*"))
+    start = time.monotonic()
+    proc = run_course("grade", course, subs)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # bound: nbgrader start-up per notebook plus one per-cell timeout for the looping one
+    assert elapsed < 20 * 15 + 2 * PER_CELL_TIMEOUT, elapsed
+    assert sorted(p.relative_to(subs) for p in subs.rglob("*")) == before, "submissions were changed"
+
+    with open(course / "grades.csv") as f:
+        rows = list(csv.DictReader(f))
+    score = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows}
+    for name, points in MAX_POINTS.items():
+        assert score[("ada_full", name)] == points, (name, score[("ada_full", name)])
+        assert score[("bob_blank", name)] == 0, name
+    expected = {
+        "cy_loop": 6 - 1,         # smallest_beta loops: its 1-point check times out, the rest stand
+        "di_syntax": 6 - 2,       # copy_query never defined: only its own check fails
+        "ed_exception": 6 - 1 - 2,  # attend raises: its check and copy_query's use of attend fail
+        "fay_deleted": 6 - 2 - 1,  # a deleted check scores nothing (and the next one needed its q)
+        "gus_duplicated": 6,      # the duplicate is dropped; the solutions are complete
+    }
+    got = {s: score.get((s, "01_copying")) for s in expected}
+    assert got == expected, proc.stdout
+    feedback = list((course / "feedback").rglob("*.html"))
+    assert len(feedback) >= 5 + 5, feedback
