@@ -163,3 +163,18 @@ def test_grading_end_to_end(course, tmp_path):
     assert got == expected, proc.stdout
     feedback = list((course / "feedback").rglob("*.html"))
     assert len(feedback) >= 5 + 5, feedback
+
+
+def test_course_edition_site_carries_no_solutions(course):
+    proc = run_course("book", course)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    site = course / "book" / "_build" / "html"
+    pages = list(site.rglob("*.html")) + list(site.rglob("*.ipynb"))
+    exercise_pages = [p for p in pages if "exercises" in p.parts]
+    assert len(exercise_pages) >= 5, exercise_pages
+    secrets = set().union(*solution_lines().values())
+    for page in pages:
+        text = page.read_text(errors="replace")
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, page
+        leaked = [line for line in secrets if line in text]
+        assert not leaked, f"{page} shows solution lines: {leaked[:3]}"
