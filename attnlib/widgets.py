@@ -1,0 +1,261 @@
+"""Interactive figures: live sliders in Jupyter, pre-rendered scrubbers on the static site.
+
+An :class:`Explorer` is a figure plus ``update(value)``, which redraws it for
+one value of a parameter (β, the noise level, a head). The same object gives
+
+* :meth:`Explorer.widget`: ipywidgets controls that call ``update`` (needs a
+  kernel: Jupyter, Colab, Binder);
+* :meth:`Explorer.scrubber`: every frame rendered in advance into a
+  self-contained HTML player (matplotlib's ``to_jshtml``) with a slider that
+  works on the static site, offline, with no kernel and nothing from a CDN.
+
+The explorers below are the ones the book uses.
+"""
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import matplotlib.pyplot as plt
+from matplotlib import animation
+
+from .multihead import check_layer_input
+from .normalize import softmax
+from .attention import attention_pattern
+from .plots import FACE, _heatmap
+
+_ICONS = {  # font-awesome icons (from a CDN) -> plain glyphs that need no font
+    "fa fa-fast-backward": "⏮", "fa fa-step-backward": "⏴", "fa fa-play fa-flip-horizontal": "◀",
+    "fa fa-pause": "⏸", "fa fa-play": "▶", "fa fa-step-forward": "⏵", "fa fa-fast-forward": "⏭",
+    "fa fa-minus": "−", "fa fa-plus": "+",
+}
+
+
+def _image_has_alt() -> bool:
+    import inspect
+
+    from IPython.display import Image
+
+    return "alt" in inspect.signature(Image.__init__).parameters
+
+
+class Explorer:
+    """A figure that redraws itself for each value of one parameter.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    update : callable
+        ``update(value)`` changes the figure's artists for ``value``.
+    values : sequence
+        The values a reader can choose (slider positions, or options).
+    name : str
+        The parameter's name, shown by the controls.
+    alt : str
+        What the figure shows, for readers who cannot see it.
+    labels : sequence of str, optional
+        How to show each value (default ``str(value)``).
+    artists : sequence of matplotlib artists
+        The artists ``update`` changes. Only they are redrawn on each update
+        (blitting over a saved background), which keeps a slider responsive.
+    """
+
+    def __init__(self, fig, update, values, name, alt, labels=None, artists=()):
+        if len(values) < 2:
+            raise ValueError(f"an explorer needs at least two values, got {len(values)}")
+        if not alt:
+            raise ValueError("alt text is required: say what the figure shows")
+        self.fig, self._update, self.values, self.name, self.alt = fig, update, list(values), name, alt
+        self.labels = [str(v) for v in values] if labels is None else list(labels)
+        self.artists = list(artists)
+        self._update(self.values[0])
+        self.fig.canvas.draw()
+        # Lay the figure out once, then freeze it: the axes, ticks and colour
+        # bar never change, so they are drawn once into a background.
+        self.fig.set_layout_engine("none")
+        for artist in self.artists:
+            artist.set_animated(True)
+        self.fig.canvas.draw()
+        self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+        self.update(self.values[0])
+
+    def update(self, value):
+        """Compute and redraw the figure for ``value`` (no display)."""
+        self._update(value)
+        if not self.artists:
+            self.fig.canvas.draw()
+            return
+        canvas = self.fig.canvas
+        canvas.restore_region(self._background)
+        for artist in self.artists:
+            self.fig.draw_artist(artist)
+
+    def png(self) -> bytes:
+        """The figure as it is now, as PNG bytes (without a full redraw)."""
+        import io
+
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.fromarray(np.asarray(self.fig.canvas.buffer_rgba())).save(buf, format="png")
+        return buf.getvalue()
+
+    def widget(self):
+        """ipywidgets controls and the live figure (Jupyter only)."""
+        import ipywidgets as widgets
+        from IPython.display import Image, display
+
+        out = widgets.Output()
+        if all(isinstance(v, (int, float, np.number)) for v in self.values) and len(self.values) > 3:
+            control = widgets.SelectionSlider(options=list(zip(self.labels, self.values)),
+                                              description=self.name, continuous_update=True)
+        else:
+            control = widgets.ToggleButtons(options=list(zip(self.labels, self.values)), description=self.name)
+
+        def redraw(change=None):
+            self.update(control.value)
+            with out:
+                out.clear_output(wait=True)
+                display(Image(data=self.png(), alt=self.alt) if _image_has_alt() else Image(data=self.png()))
+
+        control.observe(redraw, names="value")
+        redraw()
+        plt.close(self.fig)  # shown through the Output widget only
+        return widgets.VBox([control, out])
+
+    def scrubber(self, fps=2):
+        """Every frame rendered in advance, with a slider: works with no kernel, offline."""
+        from IPython.display import HTML
+
+        for artist in self.artists:  # saved frames are full draws
+            artist.set_animated(False)
+        anim = animation.FuncAnimation(self.fig, lambda i: self._update(self.values[i]),
+                                       frames=len(self.values), interval=1000 / fps, repeat=False)
+        page = anim.to_jshtml(default_mode="once")
+        plt.close(self.fig)
+        page = re.sub(r"<link rel=\"stylesheet\"\s*href=\"https?://[^\"]*\">", "", page)  # no CDN
+        for cls, glyph in _ICONS.items():
+            page = page.replace(f'<i class="{cls}"></i>', glyph)
+        page = page.replace("<img id=", f'<img alt="{html.escape(self.alt)}" id=', 1)
+        caption = ", ".join(f"{i}: {self.name} = {lab}" for i, lab in enumerate(self.labels))
+        page = page.replace('type="range" class="anim-slider"',
+                            f'type="range" class="anim-slider" aria-label="{html.escape(self.name)}"'
+                            f' title="{html.escape(caption)}"', 1)
+        return HTML(f'<div class="pm-scrubber">{page}'
+                    f'<p class="pm-scrubber-legend">Slider positions: {html.escape(caption)}.</p></div>')
+
+
+def beta_explorer(keys, q_direction, betas=(0, 0.5, 1, 2, 3, 5, 8, 12), labels=None,
+                  title="attention weights as β grows"):
+    """Bar chart of ``softmax(keys @ (β q))`` for each β: copying or averaging sharpens.
+
+    Parameters
+    ----------
+    keys : (n, d) array_like
+        One key per row.
+    q_direction : (d,) array_like
+        The query for β = 1 (e.g. ``k_j`` to copy, ``k_a + k_b`` to average).
+    betas : sequence of float
+    labels : list of str, optional
+        Key names.
+
+    Returns
+    -------
+    Explorer
+    """
+    keys = np.asarray(keys, dtype=float)
+    q = np.asarray(q_direction, dtype=float)
+    if keys.ndim != 2 or q.shape != (keys.shape[1],):
+        raise ValueError(f"keys must be (n, d) and q_direction (d,): got {keys.shape} and {q.shape}")
+    n = keys.shape[0]
+    fig, ax = plt.subplots(figsize=(5.0, 3.0), facecolor=FACE, layout="constrained")
+    bars = ax.bar(range(n), np.full(n, 1 / n), color=plt.get_cmap("viridis")(0.35))
+    ax.set(ylim=(0, 1.05), xlabel="key", ylabel="attention weight", xticks=range(n))
+    ax.set_xticklabels(labels or [f"k{i}" for i in range(n)])
+    text = ax.text(0.98, 0.95, "", transform=ax.transAxes, ha="right", va="top")
+    ax.set_title(title)
+
+    def update(beta):
+        w = softmax(keys @ (beta * q))
+        for bar, h in zip(bars, w):
+            bar.set_height(h)
+        text.set_text(f"β = {beta:g}")
+
+    return Explorer(fig, update, list(betas), "β", labels=[f"{b:g}" for b in betas], artists=[*bars, text],
+                    alt="Bar chart of the attention weight on each key; as β increases the weight "
+                        "concentrates on the keys the query points at.")
+
+
+def noise_explorer(means, values, q, sample, a, b, alphas=(1e-5, 1e-3, 1e-2, 0.05), trials=200, seed=0):
+    """Where ``c`` lands over many draws of noisy keys, for each noise level and wide key on/off.
+
+    Parameters
+    ----------
+    means : (n, d) array_like
+        Key means.
+    values : (n, d_v) array_like
+    q : (d,) array_like
+        The query.
+    sample : callable
+        ``sample(means, alpha, rng, wide)`` → noisy keys (n, d).
+    a, b : int
+        The two keys being averaged; the scatter shows the weights on them.
+
+    Returns
+    -------
+    Explorer
+    """
+    means, values, q = (np.asarray(x, dtype=float) for x in (means, values, q))
+    settings = [(alpha, wide) for wide in (None, a) for alpha in alphas]
+    clouds = {}
+    for alpha, wide in settings:  # computed once: the slider only redraws
+        rng = np.random.default_rng(seed)
+        C = np.array([softmax(sample(means, alpha, rng, wide) @ q) @ values for _ in range(trials)])
+        clouds[(alpha, wide)] = C[:, [a, b]]
+    fig, ax = plt.subplots(figsize=(4.4, 4.0), facecolor=FACE, layout="constrained")
+    ax.plot([0, 1], [1, 0], color="grey", lw=1, ls=":")
+    ax.plot([0.5], [0.5], "k+", ms=14, mew=2)
+    dots = ax.scatter(*clouds[settings[0]].T, s=12, alpha=0.6, color=plt.get_cmap("viridis")(0.3))
+    ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), aspect="equal", xlabel="weight on v_a", ylabel="weight on v_b")
+    title = ax.set_title("")
+
+    def update(setting):
+        dots.set_offsets(clouds[setting])
+        alpha, wide = setting
+        title.set_text(f"α = {alpha:g}, " + ("key a wide" if wide is not None else "all keys round"))
+
+    labels = [f"α={al:g}{', wide a' if w is not None else ''}" for al, w in settings]
+    return Explorer(fig, update, settings, "noise", labels=labels, artists=[dots, title],
+                    alt="Scatter of where c lands (weight on v_a against weight on v_b) over many draws "
+                        "of noisy keys; round noise keeps it at the average, a wide key sends it to the corners.")
+
+
+def head_explorer(X, weights, tokens=None):
+    """One head's pattern, with the head and the causal mask as the controls.
+
+    Parameters
+    ----------
+    X : (T, d_model) array_like
+    weights : Weights
+    tokens : list of str, optional
+
+    Returns
+    -------
+    Explorer
+    """
+    X = check_layer_input(X, weights)
+    W_Q, W_K, _, _ = weights.per_head
+    settings = [(i, c) for c in (False, True) for i in range(weights.n_heads)]
+    fig, ax = plt.subplots(figsize=(4.6, 3.9), facecolor=FACE, layout="constrained")
+    im = _heatmap(attention_pattern(X @ W_Q[0], X @ W_K[0]), tokens, ax=ax, annotate=False)
+
+    def update(setting):
+        i, causal = setting
+        im.set_data(attention_pattern(X @ W_Q[i], X @ W_K[i], causal=causal))  # (T, T)
+        ax.set_title(f"head {i}" + (", causal" if causal else ""))
+
+    labels = [f"head {i}{' causal' if c else ''}" for i, c in settings]
+    return Explorer(fig, update, settings, "head", labels=labels, artists=[im, ax.title],
+                    alt="Heatmap of one head's attention pattern, queries as rows and keys as columns; "
+                        "the controls choose the head and whether future tokens are masked.")
