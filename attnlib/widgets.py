@@ -25,9 +25,9 @@ from .normalize import softmax
 from .attention import attention_pattern
 from .plots import FACE, _heatmap
 
-_ICONS = {  # font-awesome icons (from a CDN) -> plain glyphs that need no font
-    "fa fa-fast-backward": "⏮", "fa fa-step-backward": "⏴", "fa fa-play fa-flip-horizontal": "◀",
-    "fa fa-pause": "⏸", "fa fa-play": "▶", "fa fa-step-forward": "⏵", "fa fa-fast-forward": "⏭",
+_ICONS = {  # font-awesome icons (from a CDN) -> glyphs every common font has
+    "fa fa-fast-backward": "⇤", "fa fa-step-backward": "‹", "fa fa-play fa-flip-horizontal": "◀",
+    "fa fa-pause": "||", "fa fa-play": "▶", "fa fa-step-forward": "›", "fa fa-fast-forward": "⇥",
     "fa fa-minus": "−", "fa fa-plus": "+",
 }
 
@@ -138,12 +138,13 @@ class Explorer:
         for cls, glyph in _ICONS.items():
             page = page.replace(f'<i class="{cls}"></i>', glyph)
         page = page.replace("<img id=", f'<img alt="{html.escape(self.alt)}" id=', 1)
-        caption = ", ".join(f"{i}: {self.name} = {lab}" for i, lab in enumerate(self.labels))
+        caption = " · ".join(f"{i}: {lab}" for i, lab in enumerate(self.labels))
         page = page.replace('type="range" class="anim-slider"',
                             f'type="range" class="anim-slider" aria-label="{html.escape(self.name)}"'
                             f' title="{html.escape(caption)}"', 1)
         return HTML(f'<div class="pm-scrubber">{page}'
-                    f'<p class="pm-scrubber-legend">Slider positions: {html.escape(caption)}.</p></div>')
+                    f'<p class="pm-scrubber-legend">{html.escape(self.name)} at each slider position —'
+                    f' {html.escape(caption)}</p></div>')
 
 
 def beta_explorer(keys, q_direction, betas=(0, 0.5, 1, 2, 3, 5, 8, 12), labels=None,
@@ -182,7 +183,7 @@ def beta_explorer(keys, q_direction, betas=(0, 0.5, 1, 2, 3, 5, 8, 12), labels=N
             bar.set_height(h)
         text.set_text(f"β = {beta:g}")
 
-    return Explorer(fig, update, list(betas), "β", labels=[f"{b:g}" for b in betas], artists=[*bars, text],
+    return Explorer(fig, update, list(betas), "β", labels=[f"β = {b:g}" for b in betas], artists=[*bars, text],
                     alt="Bar chart of the attention weight on each key; as β increases the weight "
                         "concentrates on the keys the query points at.")
 
