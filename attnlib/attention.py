@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ._checks import as_float_array, check_bool, check_finite, leading_shape, result_dtype
-from .normalize import causal_mask, softmax_
+from .normalize import causal_mask, exp_shifted_, softmax_
 
 
 def _check_qk(Q, K):
@@ -28,26 +28,30 @@ def _check_qk(Q, K):
     return Q, K
 
 
-def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
-    """softmax(Q Kᵀ / √d_k) for checked float arrays of one dtype."""
+def _scores(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
+    """Scaled (and causally masked) scores ``Q Kᵀ / √d_k``, in one dtype."""
     dtype = result_dtype(Q, K)
     # Scale the (T, d_k) queries, not the (T, T) scores: fewer multiplications.
     # A Python float keeps float32 as float32 (an np.float64 would upcast).
     scale = 1.0 / math.sqrt(Q.shape[-1])
     scores = (Q.astype(dtype, copy=False) * scale) @ np.swapaxes(K, -1, -2).astype(dtype, copy=False)  # (..., T_q, T_k)
-    return softmax_logits_(scores, causal)
-
-
-def softmax_logits_(logits: np.ndarray, causal: bool) -> np.ndarray:
-    """Mask (if causal) and softmax already-scaled logits over keys, in place.
-
-    The mask goes in *before* the softmax, as ``-inf``; zeroing weights after
-    it would leave rows that no longer sum to one (chapter 9).
-    """
     if causal:
-        T_q, T_k = logits.shape[-2:]
-        logits[..., ~causal_mask(T_q, T_k)] = -np.inf
-    return softmax_(logits, axis=-1)
+        T_q, T_k = scores.shape[-2:]
+        scores[..., ~causal_mask(T_q, T_k)] = -np.inf
+    return scores
+
+
+def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
+    """softmax(Q Kᵀ / √d_k) for checked float arrays."""
+    return softmax_(_scores(Q, K, causal), axis=-1)
+
+
+def _attend(Q: np.ndarray, K: np.ndarray, V: np.ndarray, causal: bool) -> np.ndarray:
+    """softmax(Q Kᵀ / √d_k) V, normalising after the product with V (same result, less work)."""
+    E, sums = exp_shifted_(_scores(Q, K, causal), axis=-1)  # (..., T_q, T_k), (..., T_q, 1)
+    out = E @ V.astype(E.dtype, copy=False)  # (..., T_q, d_v)
+    out /= sums
+    return out
 
 
 def attention_pattern(Q, K, causal: bool = False) -> np.ndarray:
@@ -118,5 +122,4 @@ def attention(Q, K, V, causal: bool = False) -> np.ndarray:
     check_finite(V, "V")
     if causal and K.shape[-2] < Q.shape[-2]:
         causal_mask(Q.shape[-2], K.shape[-2])
-    A = _pattern(Q, K, causal)  # (..., T_q, T_k)
-    return A @ V.astype(A.dtype, copy=False)  # (..., T_q, d_v)
+    return _attend(Q, K, V, causal)  # (..., T_q, d_v)

@@ -23,10 +23,11 @@ import math
 import numpy as np
 
 from ._checks import check_bool, result_dtype
-from .attention import attention, attention_pattern, softmax_logits_
+from .attention import attention, attention_pattern
 from .circuits import ov_circuit, qk_circuit
+from .lowrank import LowRank
 from .multihead import check_layer_input, multihead_attention
-from .normalize import causal_mask, softmax
+from .normalize import causal_mask, exp_shifted_, softmax
 
 
 def _prepare(X, weights, causal):
@@ -96,9 +97,13 @@ def factored(X, weights, causal=False):
     X, causal = _prepare(X, weights, causal)
     W_P, W_M = qk_circuit(weights), ov_circuit(weights)  # LowRank (n_heads, d_model, d_model)
     logits = ((X @ W_P) * (1.0 / math.sqrt(weights.d_head))) @ X.T  # LowRank (n_heads, T, T)
-    A = softmax_logits_(logits.full(), causal)  # (n_heads, T, T)
-    messages_read = A @ (X @ W_M)  # LowRank: factors (n_heads, T, d_head), (n_heads, d_head, d_model)
-    return messages_read.sum_heads().full()  # Σ_i as one (T, h·d_head) @ (h·d_head, d_model) product
+    logits = logits.full()  # (n_heads, T, T): (X W^Q_i)(X W^K_i)ᵀ, d_head inside
+    if causal:
+        logits[:, ~causal_mask(X.shape[0])] = -np.inf  # mask before the softmax
+    E, sums = exp_shifted_(logits)  # softmax short of its division: A_i = E_i / sums_i
+    read = E @ (X @ W_M)  # LowRank: factors (n_heads, T, d_head), (n_heads, d_head, d_model)
+    read = LowRank(read.A / sums, read.B)  # A_i X W^M_i, normalised on the small factor
+    return read.sum_heads().full()  # Σ_i as one (T, h·d_head) @ (h·d_head, d_model) product
 
 
 FORMS = {

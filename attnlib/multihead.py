@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import as_float_array, check_bool, check_finite, result_dtype
-from .attention import _pattern
+from .attention import _attend
 from .heads import merge_heads
 from .weights import Weights
 
@@ -66,6 +66,5 @@ def multihead_attention(X, weights: Weights, causal: bool = False) -> np.ndarray
     QKV = X @ W_QKV  # (..., T, 3 * n_heads * d_head): one fused projection
     QKV = QKV.reshape(*lead, T, 3 * h, d).swapaxes(-3, -2)  # (..., 3 * n_heads, T, d_head)
     Q, K, V = QKV[..., :h, :, :], QKV[..., h:2 * h, :, :], QKV[..., 2 * h:, :, :]
-    A = _pattern(Q, K, causal)  # (..., n_heads, T, T)
-    heads = A @ V  # (..., n_heads, T, d_head)
+    heads = _attend(Q, K, V, causal)  # (..., n_heads, T, d_head)
     return merge_heads(heads) @ weights.W_O.astype(dtype, copy=False)  # (..., T, d_model)

@@ -60,14 +60,26 @@ def softmax_(x: np.ndarray, axis: int = -1) -> np.ndarray:
     subtraction of the row maximum makes ``exp`` overflow-free (logits of
     ``1e4`` are fine), and fully masked rows come out as zeros.
     """
+    x, sums = exp_shifted_(x, axis)
+    np.divide(x, sums, out=x)
+    return x
+
+
+def exp_shifted_(x: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """Softmax without its last division: ``x ← exp(x - max)``, in place.
+
+    Returns ``x`` and its sums along ``axis`` (kept as a length-1 axis; a
+    fully masked slice's sum is reported as 1, so dividing leaves it zero).
+    Attention divides *after* mixing the values, ``(E V) / sums``: that is
+    ``T × d_head`` divisions per head instead of ``T × T``.
+    """
     m = x.max(axis=axis, keepdims=True)
     m[~np.isfinite(m)] = 0  # an all -inf row: exp(-inf - 0) = 0, not NaN
     np.subtract(x, m, out=x)
     np.exp(x, out=x)
-    s = x.sum(axis=axis, keepdims=True)
-    s[s == 0] = 1  # the row is all zeros already; keep it so
-    np.divide(x, s, out=x)
-    return x
+    sums = x.sum(axis=axis, keepdims=True)
+    sums[sums == 0] = 1
+    return x, sums
 
 
 def causal_mask(T_q: int, T_k: int | None = None) -> np.ndarray:
@@ -102,4 +114,4 @@ def causal_mask(T_q: int, T_k: int | None = None) -> np.ndarray:
     return np.tri(T_q, T_k, k=T_k - T_q, dtype=bool)
 
 
-__all__ = ["softmax", "softmax_", "causal_mask"]
+__all__ = ["softmax", "softmax_", "exp_shifted_", "causal_mask"]

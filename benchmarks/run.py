@@ -1,0 +1,193 @@
+"""`make bench`: one table of medians and side-by-side ratios.
+
+Every comparison is measured in the same run, the implementations
+interleaved round by round, so a noisy (shared) machine slows both sides
+alike. Figures are medians over rounds.
+
+    python benchmarks/run.py            # everything (includes a clean book build and `make test`)
+    python benchmarks/run.py --quick    # skip the book build and `make test` timings
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import attnlib
+from attnlib import cost
+from attnlib.forms import FORMS
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = [(128, 256, 4), (512, 512, 8), (1024, 768, 12)]
+
+
+def interleaved(fns: dict, budget=2.0, min_rounds=5, max_rounds=40, number=None, settle=0.05) -> dict:
+    """Median seconds per call of each function, measured side by side.
+
+    Each round times a block of ``number`` consecutive calls of every function
+    in turn, so slow and fast spells of a shared machine hit all of them alike,
+    and one library's idle worker threads barely touch the other's block.
+    """
+    for f in fns.values():
+        f()  # warm up (caches, thread pools)
+    if number is None:
+        t = time.perf_counter()
+        next(iter(fns.values()))()
+        number = max(1, min(20, int(0.02 / max(time.perf_counter() - t, 1e-6))))
+    times = {k: [] for k in fns}
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < min_rounds or (time.perf_counter() - start < budget and rounds < max_rounds):
+        for k, f in fns.items():
+            time.sleep(settle)  # let the previous block's spinning worker threads go idle
+            t = time.perf_counter()
+            for _ in range(number):
+                f()
+            times[k].append((time.perf_counter() - t) / number)
+        rounds += 1
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def blas_threads() -> int:
+    try:
+        from threadpoolctl import threadpool_info
+        return max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=1)
+    except ImportError:
+        return os.cpu_count() or 1
+
+
+def torch_mha(X, w):
+    """PyTorch's multi_head_attention_forward on the same weights, or None without torch."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    torch.set_num_threads(blas_threads())
+    Xt = torch.from_numpy(X)[:, None, :]  # (T, batch = 1, d_model)
+    in_w = torch.from_numpy(np.ascontiguousarray(w.W_QKV.T))
+    out_w = torch.from_numpy(np.ascontiguousarray(w.W_O.T))
+
+    def run():
+        with torch.inference_mode():
+            return F.multi_head_attention_forward(
+                Xt, Xt, Xt, w.d_model, w.n_heads, in_w, None, None, None, False, 0.0,
+                out_w, None, training=False, need_weights=False)[0][:, 0]
+    return run
+
+
+def matmul_bound(X, w):
+    """The concat form's matrix products alone, on the same shapes: the time to beat."""
+    h, d = w.n_heads, w.d_head
+    T = X.shape[0]
+    rng = np.random.default_rng(0)
+    Q = rng.standard_normal((h, T, d)).astype(X.dtype)
+    KT = rng.standard_normal((h, d, T)).astype(X.dtype)
+    A = rng.standard_normal((h, T, T)).astype(X.dtype)
+    M = rng.standard_normal((T, h * d)).astype(X.dtype)
+    W_QKV, W_O = w.W_QKV, w.W_O
+    return lambda: (X @ W_QKV, Q @ KT, A @ Q, M @ W_O)
+
+
+def rows_forms_and_torch():
+    rows = []
+    for T, D, h in SIZES:
+        for dtype in (np.float32, np.float64):
+            w = attnlib.random_weights(D, h, seed=0, dtype=dtype)
+            X = np.random.default_rng(1).standard_normal((T, D)).astype(dtype)
+            name = f"T={T} d={D} h={h} {np.dtype(dtype).name}"
+            fns = {k: (lambda f=f: f(X, w)) for k, f in FORMS.items()}
+            big = T * D * h >= 1024 * 768 * 12
+            t = interleaved(fns, budget=4.0 if big else 2.0, min_rounds=3 if big else 5)
+            base_flops = cost.flops("concat", T, D, h)["forward"]
+            for k in FORMS:
+                predicted = cost.flops(k, T, D, h)["forward"] / base_flops
+                rows.append((name, f"{k} / concat", t[k] / t["concat"], f"predicted {predicted:.2f}",
+                             f"{1e3 * t[k]:.2f} ms"))
+            bound = matmul_bound(X, w)
+            fns = {"concat": fns["concat"], "matmuls": bound}
+            tm = torch_mha(X, w)
+            if tm is not None:
+                fns["torch"] = tm
+                got = tm().numpy()
+                tol = 1e-5 if dtype == np.float32 else 1e-12
+                assert np.abs(got - attnlib.multihead_attention(X, w)).max() < tol * max(1, np.abs(got).max())
+            t = interleaved(fns)
+            if tm is not None:
+                rows.append((name, "concat / torch", t["concat"] / t["torch"], "target <= 0.80 at 512 f32",
+                             f"torch {1e3 * t['torch']:.2f} ms"))
+            else:
+                rows.append((name, "concat / torch", float("nan"), "torch not installed (pip install torch==2.13.0)", ""))
+            achieved = base_flops / t["concat"] / 1e9
+            rows.append((name, "matmul bound fraction", t["matmuls"] / t["concat"], "target >= 0.40 at 512 f32",
+                         f"{achieved:.1f} GFLOP/s achieved"))
+    return rows
+
+
+def rows_widgets():
+    import matplotlib
+    matplotlib.use("agg")
+    from attnlib import widgets
+
+    rows = []
+    T = 64
+    w = attnlib.random_weights(32, 4, seed=0)
+    X = np.random.default_rng(0).standard_normal((T, 32))
+    keys = np.linalg.qr(np.random.default_rng(0).standard_normal((T, T)))[0]
+    explorers = {
+        "head explorer (T=64)": widgets.head_explorer(X, w),
+        "beta explorer (64 keys)": widgets.beta_explorer(keys, keys[0] + keys[1]),
+    }
+    for name, e in explorers.items():
+        times = []
+        for i in range(60):
+            value = e.values[i % len(e.values)]
+            t = time.perf_counter()
+            e.update(value)
+            e.png()  # what the live widget sends to the browser
+            times.append(time.perf_counter() - t)
+        med = float(np.median(times))
+        rows.append(("widgets", f"{name} update", med / 0.050, "target < 1 (50 ms)", f"{1e3 * med:.1f} ms"))
+    return rows
+
+
+def timed(cmd, cwd):
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return time.perf_counter() - t, proc.returncode
+
+
+def rows_build():
+    rows = []
+    out = Path(tempfile.mkdtemp(prefix="pm-bench-book-"))
+    try:
+        jb = str(Path(sys.executable).parent / "jupyter-book")
+        secs, rc = timed([jb, "build", str(ROOT), "--all", "--path-output", str(out)], ROOT)
+        rows.append(("build", "clean book build", secs / 90, "target <= 1 (90 s)", f"{secs:.0f} s, exit {rc}"))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    secs, rc = timed(["make", "--no-print-directory", "test"], ROOT)
+    rows.append(("build", "make test (installed)", secs / 300, "target <= 1 (5 min)", f"{secs:.0f} s, exit {rc}"))
+    return rows
+
+
+def main():
+    quick = "--quick" in sys.argv
+    print(f"machine: {os.cpu_count()} cores, BLAS threads {blas_threads()}, numpy {np.__version__}")
+    rows = rows_forms_and_torch() + rows_widgets() + ([] if quick else rows_build())
+    width = max(len(r[0]) for r in rows)
+    print(f"{'case':<{width}}  {'measure':<28} {'ratio':>7}  {'note':<44} detail")
+    for case, measure, ratio, note, detail in rows:
+        r = "   n/a" if math.isnan(ratio) else f"{ratio:7.2f}"
+        print(f"{case:<{width}}  {measure:<28} {r}  {note:<44} {detail}")
+
+
+if __name__ == "__main__":
+    main()
