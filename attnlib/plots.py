@@ -248,3 +248,31 @@ def landing_scatter(weights, labels, ax=None, title="where c lands"):
            xlabel="weight on v_a", ylabel="weight on v_b", title=title)
     ax.legend(fontsize=8, loc="upper right")
     return ax.figure
+
+
+def alpha_vs_beta(weight, ns=(3, 10, 100, 1000), betas=None, ax=None,
+                  title="averaging two of n keys"):
+    """The weight on each averaged key, ``weight(n, β)``, against β for several n.
+
+    Parameters
+    ----------
+    weight : callable
+        ``weight(n, beta) -> float``, e.g. the exercise's ``averaging_weight``.
+    ns : sequence of int
+        Numbers of keys, one curve each.
+    betas : (k,) array_like, optional
+        Default ``linspace(0, 12, 200)``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    betas = np.linspace(0, 12, 200) if betas is None else np.asarray(betas, dtype=float)
+    ax = _ax(ax, figsize=(5.5, 3.4))
+    colours = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(ns)))
+    for n, colour in zip(ns, colours):
+        ax.plot(betas, [weight(n, b) for b in betas], color=colour, label=f"n = {n}")
+    ax.axhline(0.5, color="grey", ls="--", lw=1)
+    ax.set(xlabel=r"$\beta$", ylabel=r"weight on key a, $\alpha_a$", title=title)
+    ax.legend()
+    return ax.figure

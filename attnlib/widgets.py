@@ -19,6 +19,7 @@ import re
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib import animation
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from .multihead import check_layer_input
 from .normalize import softmax
@@ -59,16 +60,23 @@ class Explorer:
     artists : sequence of matplotlib artists
         The artists ``update`` changes. Only they are redrawn on each update
         (blitting over a saved background), which keeps a slider responsive.
+    controls : list of (name, [(label, value), ...]), optional
+        When each value is a tuple of several settings (a head *and* the
+        causal mask), one live control per setting; the pre-rendered
+        scrubber still steps through ``values`` in order.
     """
 
-    def __init__(self, fig, update, values, name, alt, labels=None, artists=()):
+    def __init__(self, fig, update, values, name, alt, labels=None, artists=(), controls=None):
         if len(values) < 2:
             raise ValueError(f"an explorer needs at least two values, got {len(values)}")
         if not alt:
             raise ValueError("alt text is required: say what the figure shows")
         self.fig, self._update, self.values, self.name, self.alt = fig, update, list(values), name, alt
+        plt.close(fig)  # shown only through widget() or scrubber(), never as a stray static copy
+        FigureCanvasAgg(fig)  # our own raster canvas, whatever the notebook's backend
         self.labels = [str(v) for v in values] if labels is None else list(labels)
         self.artists = list(artists)
+        self.controls = controls or [(name, list(zip(self.labels, self.values)))]
         self._update(self.values[0])
         self.fig.canvas.draw()
         # Lay the figure out once, then freeze it: the axes, ticks and colour
@@ -107,22 +115,24 @@ class Explorer:
         from IPython.display import Image, display
 
         out = widgets.Output()
-        if all(isinstance(v, (int, float, np.number)) for v in self.values) and len(self.values) > 3:
-            control = widgets.SelectionSlider(options=list(zip(self.labels, self.values)),
-                                              description=self.name, continuous_update=True)
-        else:
-            control = widgets.ToggleButtons(options=list(zip(self.labels, self.values)), description=self.name)
+        boxes = []
+        for name, options in self.controls:
+            numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for _, v in options)
+            kind = widgets.SelectionSlider if numeric and len(options) > 3 else widgets.ToggleButtons
+            boxes.append(kind(options=options, description=name))
+        single = len(self.controls) == 1
 
         def redraw(change=None):
-            self.update(control.value)
+            value = boxes[0].value if single else tuple(b.value for b in boxes)
+            self.update(value)
             with out:
                 out.clear_output(wait=True)
                 display(Image(data=self.png(), alt=self.alt) if _image_has_alt() else Image(data=self.png()))
 
-        control.observe(redraw, names="value")
+        for box in boxes:
+            box.observe(redraw, names="value")
         redraw()
-        plt.close(self.fig)  # shown through the Output widget only
-        return widgets.VBox([control, out])
+        return widgets.VBox([*boxes, out])
 
     def scrubber(self, fps=2):
         """Every frame rendered in advance, with a slider: works with no kernel, offline."""
@@ -133,7 +143,6 @@ class Explorer:
         anim = animation.FuncAnimation(self.fig, lambda i: self._update(self.values[i]),
                                        frames=len(self.values), interval=1000 / fps, repeat=False)
         page = anim.to_jshtml(default_mode="once")
-        plt.close(self.fig)
         page = re.sub(r"<link rel=\"stylesheet\"\s*href=\"https?://[^\"]*\">", "", page)  # no CDN
         for cls, glyph in _ICONS.items():
             page = page.replace(f'<i class="{cls}"></i>', glyph)
@@ -227,7 +236,9 @@ def noise_explorer(means, values, q, sample, a, b, alphas=(1e-5, 1e-3, 1e-2, 0.0
         title.set_text(f"α = {alpha:g}, " + ("key a wide" if wide is not None else "all keys round"))
 
     labels = [f"α={al:g}{', wide a' if w is not None else ''}" for al, w in settings]
-    return Explorer(fig, update, settings, "noise", labels=labels, artists=[dots, title],
+    controls = [("α (noise)", [(f"{al:g}", al) for al in alphas]),
+                ("wide key", [("none", None), ("key a", a)])]
+    return Explorer(fig, update, settings, "noise", labels=labels, artists=[dots, title], controls=controls,
                     alt="Scatter of where c lands (weight on v_a against weight on v_b) over many draws "
                         "of noisy keys; round noise keeps it at the average, a wide key sends it to the corners.")
 
@@ -257,6 +268,8 @@ def head_explorer(X, weights, tokens=None):
         ax.set_title(f"head {i}" + (", causal" if causal else ""))
 
     labels = [f"head {i}{' causal' if c else ''}" for i, c in settings]
-    return Explorer(fig, update, settings, "head", labels=labels, artists=[im, ax.title],
+    controls = [("head", [(str(i), i) for i in range(weights.n_heads)]),
+                ("causal", [("off", False), ("on", True)])]
+    return Explorer(fig, update, settings, "head", labels=labels, artists=[im, ax.title], controls=controls,
                     alt="Heatmap of one head's attention pattern, queries as rows and keys as columns; "
                         "the controls choose the head and whether future tokens are masked.")
