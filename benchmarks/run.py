@@ -28,19 +28,21 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(128, 256, 4), (512, 512, 8), (1024, 768, 12)]
 
 
-def interleaved(fns: dict, budget=2.0, min_rounds=5, max_rounds=40, number=None, settle=0.05) -> dict:
+def interleaved(fns: dict, budget=2.0, min_rounds=5, max_rounds=40, number=None, settle=0.25) -> dict:
     """Median seconds per call of each function, measured side by side.
 
     Each round times a block of ``number`` consecutive calls of every function
-    in turn, so slow and fast spells of a shared machine hit all of them alike,
-    and one library's idle worker threads barely touch the other's block.
+    in turn, so slow and fast spells of a shared machine hit all of them alike.
+    A short pause before each block lets the previous block's worker threads
+    (OpenBLAS's, PyTorch's OpenMP ones) stop spinning, so that one library's
+    idle threads do not steal the two cores from the other.
     """
     for f in fns.values():
         f()  # warm up (caches, thread pools)
     if number is None:
         t = time.perf_counter()
         next(iter(fns.values()))()
-        number = max(1, min(20, int(0.02 / max(time.perf_counter() - t, 1e-6))))
+        number = max(3, min(20, int(0.05 / max(time.perf_counter() - t, 1e-6))))
     times = {k: [] for k in fns}
     start = time.perf_counter()
     rounds = 0
