@@ -114,6 +114,14 @@ def test_page(page, server, browser):
             .filter(e => !e.querySelector('mjx-container'))
             .map(e => e.textContent.slice(0, 60))""")
     assert not raw, f"{page} has untypeset maths: {raw[:3]}"
+    stray = browser.execute_script(r"""
+        const main = document.querySelector('main') || document.body;
+        const copy = main.cloneNode(true);
+        copy.querySelectorAll('pre, code, .math, mjx-container, script, style, .cell_output, .output')
+            .forEach(e => e.remove());
+        const m = copy.textContent.match(/.{0,30}(\$|\\\(|\\\[|\\begin\{|\\frac).{0,30}/);
+        return m ? m[0] : null""")
+    assert stray is None, f"{page} shows raw TeX in its prose: {stray!r}"
     if browser.execute_script("return document.querySelectorAll('.math').length"):
         assert browser.execute_script("return document.querySelectorAll('mjx-container').length") > 0
 
