@@ -20,7 +20,7 @@ def check_array(x, name: str, shape: tuple | None = None) -> np.ndarray:
     if shape is not None and arr.shape != tuple(shape):
         raise AssertionError(f"{name} should have shape {tuple(shape)}, but it has shape {arr.shape}")
     if not np.isfinite(arr).all():
-        raise AssertionError(f"{name} contains inf or nan: is an exponential overflowing?")
+        raise AssertionError(f"there is inf or nan in {name}: is an exponential overflowing?")
     return arr
 
 

@@ -124,7 +124,7 @@ def book() -> None:
     src = COURSE / "book-src"
     if src.exists():
         shutil.rmtree(src)
-    keep = {"_config.yml", "_toc.yml", "intro.md", "bibliography.md", "references.bib", "chapters", "_static", "_ext"}
+    keep = {"_config.yml", "_toc.yml", "intro.md", "bibliography.md", "references.bib", "chapters", "_static", "_ext", "api.md"}
     src.mkdir(parents=True)
     for name in keep:
         path = ROOT / name
