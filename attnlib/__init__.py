@@ -23,7 +23,7 @@ from .weights import PerHead, Weights, random_weights
 from .multihead import multihead_attention
 from .lowrank import LowRank
 from .circuits import ov_circuit, qk_circuit
-from . import cost, forms
+from . import cost, forms  # noqa: F401  (attnlib.forms.FORMS, attnlib.cost.* without a second import)
 
 __version__ = "0.1.0"
 

@@ -15,12 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lowrank import LowRank
-from .weights import Weights
-
-
-def _check(weights):
-    if not isinstance(weights, Weights):
-        raise TypeError(f"weights must be an attnlib.Weights, got {type(weights).__name__}")
+from .weights import Weights, check_weights
 
 
 def qk_circuit(weights: Weights) -> LowRank:
@@ -36,8 +31,7 @@ def qk_circuit(weights: Weights) -> LowRank:
     >>> W_P.shape, W_P.rank_bound
     ((2, 8, 8), 4)
     """
-    _check(weights)
-    W_Q, W_K, _, _ = weights.per_head
+    W_Q, W_K, _, _ = check_weights(weights).per_head
     return LowRank(W_Q, np.swapaxes(W_K, -1, -2))  # (n_heads, d_model, d_head) @ (n_heads, d_head, d_model)
 
 
@@ -53,6 +47,5 @@ def ov_circuit(weights: Weights) -> LowRank:
     >>> ov_circuit(random_weights(8, 2, seed=0))[1].shape
     (8, 8)
     """
-    _check(weights)
-    _, _, W_V, W_O = weights.per_head
+    _, _, W_V, W_O = check_weights(weights).per_head
     return LowRank(W_V, W_O)  # (n_heads, d_model, d_head) @ (n_heads, d_head, d_model)

@@ -40,7 +40,7 @@ def _prepare(X, weights, causal):
 
 def concat(X, weights, causal=False):
     """Vaswani et al.: heads side by side, then one ``W^O`` (chapter 2)."""
-    _prepare(X, weights, causal)
+    X, causal = _prepare(X, weights, causal)
     return multihead_attention(X, weights, causal)
 
 

@@ -11,16 +11,12 @@ import numpy as np
 from ._checks import as_float_array, check_bool, check_finite, result_dtype
 from .attention import _attend
 from .heads import merge_heads
-from .weights import Weights
+from .weights import Weights, check_weights
 
 
 def check_layer_input(X, weights) -> np.ndarray:
     """Validate ``X`` against ``weights`` and return it as a float array."""
-    if not isinstance(weights, Weights):
-        raise TypeError(
-            f"weights must be an attnlib.Weights, got {type(weights).__name__}"
-            " (build one with attnlib.Weights(...) or attnlib.random_weights(...))"
-        )
+    check_weights(weights)
     X = as_float_array(X, "X", min_ndim=2)
     if X.shape[-1] != weights.d_model:
         raise ValueError(

@@ -23,6 +23,25 @@ def _ax(ax, figsize=(4.2, 3.6)):
     return ax
 
 
+def _array(x, name, ndim, shape):
+    """``x`` as a float array with ``ndim`` axes, else an error naming the expected shape."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim != ndim:
+        raise ValueError(f"{name} must be {shape}, got shape {x.shape}")
+    return x
+
+
+def _signed_image(ax, M, **kwargs):
+    """``M`` on a cividis scale symmetric about zero (so 0 is the middle colour)."""
+    lim = float(np.abs(M).max()) or 1.0
+    return ax.imshow(M, cmap="cividis", vmin=-lim, vmax=lim, **kwargs)
+
+
+def _ramp(n):
+    """``n`` viridis colours, stopping short of the palest yellow (unreadable on white)."""
+    return plt.get_cmap("viridis")(np.linspace(0, 0.85, n))
+
+
 def _token_labels(tokens, n):
     if tokens is None:
         return [str(i) for i in range(n)]
@@ -58,9 +77,7 @@ def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=Tru
 
 
 def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, annotate=None):
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2:
-        raise ValueError(f"A must be one (T_q, T_k) pattern, got shape {A.shape}")
+    A = _array(A, "A", 2, "one (T_q, T_k) pattern")
     ax = _ax(ax)
     q_labels = _token_labels(tokens, A.shape[0])
     k_labels = _token_labels(keys if keys is not None else tokens, A.shape[1])
@@ -98,9 +115,7 @@ def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
     -------
     matplotlib.figure.Figure
     """
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 3:
-        raise ValueError(f"A must be (n_heads, T, T), got shape {A.shape}")
+    A = _array(A, "A", 3, "(n_heads, T, T)")
     h = A.shape[0]
     ncols = min(ncols, h)
     nrows = -(-h // ncols)
@@ -135,12 +150,9 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
     -------
     matplotlib.figure.Figure
     """
-    W = np.asarray(W, dtype=float)
-    if W.ndim != 2:
-        raise ValueError(f"W must be a matrix, got shape {W.shape}")
+    W = _array(W, "W", 2, "a matrix")
     ax = _ax(ax)
-    lim = float(np.abs(W).max()) or 1.0
-    im = ax.imshow(W, cmap="cividis", vmin=-lim, vmax=lim)
+    im = _signed_image(ax, W)
     ax.set_xlabel("column (model dimension)")
     ax.set_ylabel("row (model dimension)")
     if row_labels is not None:
@@ -169,7 +181,7 @@ def spectrum(values, labels=None, ax=None, title="singular values", rank_line=No
     """
     values = np.atleast_2d(np.asarray(values, dtype=float))
     ax = _ax(ax, figsize=(5.2, 3.4))
-    colours = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(values)))
+    colours = _ramp(len(values))
     idx = np.arange(1, values.shape[1] + 1)
     for k, (s, c) in enumerate(zip(values, colours)):
         ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c,
@@ -201,15 +213,12 @@ def head_contributions(parts, tokens=None, token=0, ax=None, dims=12):
     -------
     matplotlib.figure.Figure
     """
-    parts = np.asarray(parts, dtype=float)
-    if parts.ndim != 3:
-        raise ValueError(f"parts must be (n_heads, T, d_model), got shape {parts.shape}")
+    parts = _array(parts, "parts", 3, "(n_heads, T, d_model)")
     h, T, D = parts.shape
     dims = min(dims, D)
     rows = np.vstack([parts[:, token, :dims], parts[:, token, :dims].sum(axis=0)])  # (h + 1, dims)
     ax = _ax(ax, figsize=(6.0, 0.45 * (h + 1) + 1.4))
-    lim = float(np.abs(rows).max()) or 1.0
-    im = ax.imshow(rows, cmap="cividis", vmin=-lim, vmax=lim, aspect="auto")
+    im = _signed_image(ax, rows, aspect="auto")
     ax.axhline(h - 0.5, color="white", lw=3)
     ax.set_yticks(range(h + 1), [f"head {i}" for i in range(h)] + ["sum = output"])
     ax.set_xticks(range(dims))
@@ -269,7 +278,7 @@ def alpha_vs_beta(weight, ns=(3, 10, 100, 1000), betas=None, ax=None,
     """
     betas = np.linspace(0, 12, 200) if betas is None else np.asarray(betas, dtype=float)
     ax = _ax(ax, figsize=(5.5, 3.4))
-    colours = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(ns)))
+    colours = _ramp(len(ns))
     for n, colour in zip(ns, colours):
         ax.plot(betas, [weight(n, b) for b in betas], color=colour, label=f"n = {n}")
     ax.axhline(0.5, color="grey", ls="--", lw=1)

@@ -139,6 +139,16 @@ class Weights:
         )
 
 
+def check_weights(weights) -> Weights:
+    """Raise ``TypeError`` unless ``weights`` is a :class:`Weights`."""
+    if not isinstance(weights, Weights):
+        raise TypeError(
+            f"weights must be an attnlib.Weights, got {type(weights).__name__}"
+            " (build one with attnlib.Weights(...) or attnlib.random_weights(...))"
+        )
+    return weights
+
+
 def random_weights(d_model: int, n_heads: int, seed=0, *, d_head: int | None = None,
                    dtype=np.float64) -> Weights:
     """Random Gaussian weights, scaled so that projections keep unit variance.

@@ -13,6 +13,7 @@ The explorers below are the ones the book uses.
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 
@@ -33,6 +34,7 @@ _ICONS = {  # font-awesome icons (from a CDN) -> glyphs every common font has
 }
 
 
+@functools.cache
 def _image_has_alt() -> bool:
     import inspect
 
