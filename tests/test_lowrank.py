@@ -35,6 +35,23 @@ def test_matmul_with_arrays_both_ways():
     assert close(u @ W, u @ W.full())
 
 
+@pytest.mark.parametrize("lead_A, lead_B", [((), ()), ((3,), (3,)), ((2, 3), (2, 3)), ((), (4,)), ((4,), ()), ((1, 3), (2, 1))])
+def test_matmul_with_a_matrix_matches_the_full_product_for_any_head_axes(lead_A, lead_B):
+    # A matrix times a stack is done as one wide product: check every layout of head axes.
+    W = LowRank(rng.standard_normal((*lead_A, 6, 2)), rng.standard_normal((*lead_B, 2, 5)))
+    X, M = rng.standard_normal((7, 6)), rng.standard_normal((5, 4))
+    assert (X @ W).shape == (*W.shape[:-2], 7, 5) and close((X @ W).full(), X @ W.full())
+    assert (W @ M).shape == (*W.shape[:-2], 6, 4) and close((W @ M).full(), W.full() @ M)
+
+
+def test_stacks_cut_from_one_matrix_are_multiplied_without_copying_the_weights():
+    w = attnlib.random_weights(d_model=12, n_heads=3, seed=0)
+    W_P = qk_circuit(w)
+    X = rng.standard_normal((5, 12))
+    assert np.shares_memory(np.moveaxis(W_P.A, -2, 0).reshape(12, -1), w.W_Q)  # side by side is a view
+    assert close((X @ W_P @ X.T).full(), np.einsum("sd,hde,te->hst", X, W_P.full(), X))
+
+
 def test_matmul_of_two_lowranks_keeps_the_small_inner_size():
     W1, W2 = _lr(r=2, n=5), _lr(m=5, r=4, n=3)
     P = W1 @ W2
