@@ -26,6 +26,7 @@ from attnlib.forms import FORMS
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(128, 256, 4), (512, 512, 8), (1024, 768, 12)]
+TARGET = (512, 512, 8)  # where issue 6's targets are set: measured with more rounds
 
 
 def interleaved(fns: dict, budget=2.0, min_rounds=5, max_rounds=40, number=None, settle=0.25) -> dict:
@@ -107,7 +108,9 @@ def rows_forms_and_torch():
             name = f"T={T} d={D} h={h} {np.dtype(dtype).name}"
             fns = {k: (lambda f=f: f(X, w)) for k, f in FORMS.items()}
             big = T * D * h >= 1024 * 768 * 12
-            t = interleaved(fns, budget=4.0 if big else 2.0, min_rounds=3 if big else 5)
+            # Blocks on a shared machine vary by ±30%: the target case gets enough rounds for a steady median.
+            rounds = 15 if (T, D, h) == TARGET else 3 if big else 5
+            t = interleaved(fns, budget=4.0 if big else 2.0, min_rounds=rounds)
             base_flops = cost.flops("concat", T, D, h)["forward"]
             for k in FORMS:
                 predicted = cost.flops(k, T, D, h)["forward"] / base_flops
@@ -121,7 +124,7 @@ def rows_forms_and_torch():
                 got = tm().numpy()
                 tol = 1e-5 if dtype == np.float32 else 1e-12
                 assert np.abs(got - attnlib.multihead_attention(X, w)).max() < tol * max(1, np.abs(got).max())
-            t = interleaved(fns)
+            t = interleaved(fns, min_rounds=rounds)
             if tm is not None:
                 rows.append((name, "concat / torch", t["concat"] / t["torch"], "target <= 0.80 at 512 f32",
                              f"torch {1e3 * t['torch']:.2f} ms"))
