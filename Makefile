@@ -7,9 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JB_FLAGS := --all --warningiserror --nitpick --keep-going
-# Test workers: the slow tests (grading a class, running notebooks) mostly wait on kernels.
+# pytest workers (PARALLEL= for one process): the slow tests (grading a class, running notebooks) mostly wait on kernels.
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
-PARALLEL ?= -n 2
+PARALLEL ?= 2
 
 .PHONY: help install book serve test browser bench notebooks assignments grade course-book clean
 
@@ -44,9 +44,9 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP)
-	$(BIN)/python -m pytest tests attnlib --ignore=tests/site $(PARALLEL) --dist worksteal
+	$(BIN)/python -m pytest tests attnlib --ignore=tests/site $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PARALLEL) --dist loadfile
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
 	$(MAKE) --no-print-directory browser
 	$(BIN)/python -m pytest tests/site
