@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,15 @@ def interleaved(fns: dict, budget=2.0, min_rounds=5, max_rounds=40, number=None,
             times[k].append((time.perf_counter() - t) / number)
         rounds += 1
     return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def faults_per_call(f, n=3) -> float:
+    """Minor page faults per call: fresh memory for big temporaries, a cost FLOPs do not count."""
+    f()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(n):
+        f()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / n
 
 
 def blas_threads() -> int:
@@ -124,7 +134,7 @@ def rows_forms_and_torch():
             for k in FORMS:
                 predicted = cost.flops(k, T, D, h)["forward"] / base_flops
                 rows.append((name, f"{k} / concat", t[k] / t["concat"], f"predicted {predicted:.2f}",
-                             f"{1e3 * t[k]:.2f} ms"))
+                             f"{1e3 * t[k]:.2f} ms, {faults_per_call(fns[k]):.0f} page faults"))
             bound = matmul_bound(X, w)
             fns = {"concat": fns["concat"], "matmuls": bound, "floor": numpy_floor(X, w)}
             tm = torch_mha(X, w)
