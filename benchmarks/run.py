@@ -109,13 +109,12 @@ def matmul_bound(X, w):
     return lambda: (X @ W_QKV, Q @ KT, A @ Q, M @ W_O)
 
 
-def numpy_floor(X, w):
-    """The matrix products plus the one pass no softmax can skip: exp of the h·T² scores."""
-    products = matmul_bound(X, w)
+def exp_pass(X, w):
+    """The one pass over the h·T² scores that no softmax can skip: their exponential."""
     h, T = w.n_heads, X.shape[0]
     S = np.random.default_rng(0).standard_normal((h, T, T)).astype(X.dtype)
     E = np.empty_like(S)
-    return lambda: (products(), np.exp(S, out=E))
+    return lambda: np.exp(S, out=E)
 
 
 def rows_forms_and_torch():
@@ -136,7 +135,7 @@ def rows_forms_and_torch():
                 rows.append((name, f"{k} / concat", t[k] / t["concat"], f"predicted {predicted:.2f}",
                              f"{1e3 * t[k]:.2f} ms, {faults_per_call(fns[k]):.0f} page faults"))
             bound = matmul_bound(X, w)
-            fns = {"concat": fns["concat"], "matmuls": bound, "floor": numpy_floor(X, w)}
+            fns = {"concat": fns["concat"], "matmuls": bound, "exp": exp_pass(X, w)}
             tm = torch_mha(X, w)
             if tm is not None:
                 fns["torch"] = tm
@@ -148,8 +147,9 @@ def rows_forms_and_torch():
                 rows.append((name, "concat / torch", t["concat"] / t["torch"], "target <= 0.80 at 512 f32",
                              f"torch {1e3 * t['torch']:.2f} ms"))
                 # No numpy implementation beats its own matrix products and one exp pass: concat / torch's floor.
-                rows.append((name, "numpy floor / torch", t["floor"] / t["torch"], "matmuls + exp: concat / torch >= this",
-                             f"matmuls {1e3 * t['matmuls']:.2f} ms, + exp {1e3 * (t['floor'] - t['matmuls']):.2f} ms"))
+                floor = t["matmuls"] + t["exp"]
+                rows.append((name, "numpy floor / torch", floor / t["torch"], "matmuls + exp: concat / torch >= this",
+                             f"matmuls {1e3 * t['matmuls']:.2f} ms + exp {1e3 * t['exp']:.2f} ms"))
             else:
                 rows.append((name, "concat / torch", float("nan"), "torch not installed (pip install torch==2.13.0)", ""))
             achieved = base_flops / t["concat"] / 1e9
