@@ -10,6 +10,7 @@ copied, never moved: DIR is left as it was.
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import shutil
 import subprocess
@@ -26,23 +27,53 @@ def assignment_names() -> list[str]:
                   if p.is_dir() and any(p.glob("*.ipynb")))
 
 
+def _log(title: str, text: str) -> None:
+    with (COURSE / "nbgrader.log").open("a") as f:
+        f.write(f"$ nbgrader {title}\n{text}\n")
+
+
 def nbgrader(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the nbgrader command line (a process of its own)."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
                PM_COURSE_DIR=str(COURSE))
     COURSE.mkdir(parents=True, exist_ok=True)  # the SQLite gradebook's folder must exist
     proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True)
-    log = COURSE / "nbgrader.log"
-    with log.open("a") as f:
-        f.write(f"$ nbgrader {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
+    _log(" ".join(args), proc.stdout + proc.stderr)
     if check and proc.returncode:
-        sys.exit(f"nbgrader {' '.join(args)} failed (exit {proc.returncode}); see {log}")
+        sys.exit(f"nbgrader {' '.join(args)} failed (exit {proc.returncode}); see {COURSE / 'nbgrader.log'}")
     return proc
+
+
+@functools.cache
+def api():
+    """nbgrader's Python API, configured by nbgrader_config.py; made once.
+
+    Loading nbgrader takes seconds, so one process grades every notebook (the
+    way nbgrader's own formgrader does); each notebook still runs in a kernel
+    of its own, and each step reports failure instead of stopping the rest.
+    """
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config.loader import PyFileConfigLoader
+
+    os.environ["PM_COURSE_DIR"] = str(COURSE)
+    os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader runs `alembic`
+    COURSE.mkdir(parents=True, exist_ok=True)  # the SQLite gradebook's folder must exist
+    return NbGraderAPI(config=PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config())
+
+
+def step(name: str, *args, check: bool = True, **kwargs) -> bool:
+    """One nbgrader step through the API (e.g. ``step("autograde", "01_copying", "ada")``)."""
+    result = getattr(api(), name)(*args, **kwargs)
+    _log(" ".join([name, *args]), result.get("log", "") + result.get("error", ""))
+    if check and not result["success"]:
+        sys.exit(f"nbgrader {name} {' '.join(args)} failed; see {COURSE / 'nbgrader.log'}")
+    return result["success"]
 
 
 def assignments() -> None:
     for name in assignment_names():
-        nbgrader("generate_assignment", name, "--force")
+        step("generate_assignment", name, force=True)
     print(f"Student versions: {COURSE / 'release'}")
 
 
@@ -103,10 +134,9 @@ def grade(submissions: Path) -> None:
     for name, students in found.items():
         for student in students:
             # One student at a time: a broken notebook cannot take the others down.
-            proc = nbgrader("autograde", name, "--student", student, "--create", "--force", check=False)
-            if proc.returncode:
+            if not step("autograde", name, student, force=True, create=True, check=False):
                 print(f"  {student}/{name}: could not be autograded (see {COURSE / 'nbgrader.log'})")
-        nbgrader("generate_feedback", name, "--force", check=False)
+        step("generate_feedback", name, force=True, check=False)
     out = COURSE / "grades.csv"
     nbgrader("export", "--to", str(out))
     with out.open() as f:
