@@ -19,3 +19,36 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Student code can loop forever: stop each cell after 10 s and grade what ran.
 c.Execute.timeout = 10
 c.Execute.interrupt_on_timeout = True
+# A loop that prints keeps the output channel busy after the interrupt: give
+# up waiting for the rest of its output rather than failing the whole notebook.
+c.Execute.raise_on_iopub_timeout = False
+
+# Keep at most a megabyte of each cell's output in the graded notebook and the
+# feedback (nbgrader's LimitOutput counts lines, and one line can be huge).
+from nbgrader.converters.autograde import Autograde  # noqa: E402
+from nbgrader.preprocessors import Execute  # noqa: E402
+
+
+class ExecuteWithOutputCap(Execute):
+    """nbgrader's Execute, keeping at most ``max_output_chars`` of output per cell."""
+
+    max_output_chars = 1_000_000
+
+    def output(self, outs, msg, display_id, cell_index):
+        if not outs:
+            self._chars = 0  # the first output of a cell
+        room = self.max_output_chars - self._chars
+        if room <= 0:
+            return None  # already cut: drop the rest
+        content = msg["content"]
+        if msg["msg_type"] == "stream" and len(content["text"]) > room:  # the kernel sends printed text in batches
+            cut = f"\n[output cut at {self.max_output_chars:,} characters by the grader]\n"
+            msg = {**msg, "content": {**content, "text": content["text"][:room] + cut}}
+        self._chars += len(str(msg["content"]))
+        return super().output(outs, msg, display_id, cell_index)
+
+
+c.Autograde.autograde_preprocessors = [
+    ExecuteWithOutputCap if p is Execute else p
+    for p in Autograde.class_traits()["autograde_preprocessors"].default()
+]

@@ -122,6 +122,11 @@ def make_submissions(tmp, course):
         cell.source = cell.source.replace("    ### BEGIN SOLUTION\n    return np.log",
                                           "    ### BEGIN SOLUTION\n    while True:\n        pass\n    return np.log")
     put("cy_loop", "01_copying", _edit(solved(), "beta", loop))
+
+    def flood(cell):  # a debugging print left in a loop: gigabytes of output before the timeout
+        cell.source = cell.source.replace("    ### BEGIN SOLUTION\n    return np.log",
+                                          "    ### BEGIN SOLUTION\n    while True:\n        print('x' * 10**5)\n    return np.log")
+    put("hal_flood", "01_copying", _edit(solved(), "beta", flood))
     put("di_syntax", "01_copying", _edit(solved(), "copy", lambda c: setattr(c, "source", c.source + "\nreturn beta * keys[j")))
     put("ed_exception", "01_copying", _edit(solved(), "weights", lambda c: setattr(
         c, "source", c.source.replace("return attention_weights(keys, q) @ values", "raise ValueError('oops')"))))
@@ -142,8 +147,8 @@ def test_grading_end_to_end(course, tmp_path):
     proc = run_course("grade", course, subs)
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # bound: nbgrader start-up per notebook plus one per-cell timeout for the looping one
-    assert elapsed < 20 * 15 + 2 * PER_CELL_TIMEOUT, elapsed
+    # bound: nbgrader start-up per notebook plus one per-cell timeout for each looping one
+    assert elapsed < 20 * 16 + 2 * 2 * PER_CELL_TIMEOUT, elapsed
     assert sorted(p.relative_to(subs) for p in subs.rglob("*")) == before, "submissions were changed"
 
     with open(course / "grades.csv") as f:
@@ -154,6 +159,7 @@ def test_grading_end_to_end(course, tmp_path):
         assert score[("bob_blank", name)] == 0, name
     expected = {
         "cy_loop": 6 - 1,         # smallest_beta loops: its 1-point check times out, the rest stand
+        "hal_flood": 6 - 1,       # the same, printing all the while: still only that check
         "di_syntax": 6 - 2,       # copy_query never defined: only its own check fails
         "ed_exception": 6 - 1 - 2,  # attend raises: its check and copy_query's use of attend fail
         "fay_deleted": 6 - 2 - 1,  # a deleted check scores nothing (and the next one needed its q)
@@ -162,7 +168,10 @@ def test_grading_end_to_end(course, tmp_path):
     got = {s: score.get((s, "01_copying")) for s in expected}
     assert got == expected, proc.stdout
     feedback = list((course / "feedback").rglob("*.html"))
-    assert len(feedback) >= 5 + 5, feedback
+    assert len(feedback) >= 5 + 6, feedback
+    graded = course / "autograded" / "hal_flood" / "01_copying"
+    sizes = {p.name: p.stat().st_size for p in [*graded.glob("*.ipynb"), *(course / "feedback" / "hal_flood").rglob("*.html")]}
+    assert len(sizes) == 2 and max(sizes.values()) < 5e6, f"the flood's output was not cut: {sizes}"
 
 
 def test_course_edition_site_carries_no_solutions(course):
