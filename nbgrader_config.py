@@ -33,6 +33,7 @@ class ExecuteWithOutputCap(Execute):
     """nbgrader's Execute, keeping at most ``max_output_chars`` of output per cell."""
 
     max_output_chars = 1_000_000
+    _chars = 0  # output kept so far for the running cell
 
     def output(self, outs, msg, display_id, cell_index):
         if not outs:

@@ -27,24 +27,6 @@ def assignment_names() -> list[str]:
                   if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def _log(title: str, text: str) -> None:
-    with (COURSE / "nbgrader.log").open("a") as f:
-        f.write(f"$ nbgrader {title}\n{text}\n")
-
-
-def nbgrader(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the nbgrader command line (a process of its own)."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-               PM_COURSE_DIR=str(COURSE))
-    COURSE.mkdir(parents=True, exist_ok=True)  # the SQLite gradebook's folder must exist
-    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
-    _log(" ".join(args), proc.stdout + proc.stderr)
-    if check and proc.returncode:
-        sys.exit(f"nbgrader {' '.join(args)} failed (exit {proc.returncode}); see {COURSE / 'nbgrader.log'}")
-    return proc
-
-
 @functools.cache
 def api():
     """nbgrader's Python API, configured by nbgrader_config.py; made once.
@@ -65,10 +47,21 @@ def api():
 def step(name: str, *args, check: bool = True, **kwargs) -> bool:
     """One nbgrader step through the API (e.g. ``step("autograde", "01_copying", "ada")``)."""
     result = getattr(api(), name)(*args, **kwargs)
-    _log(" ".join([name, *args]), result.get("log", "") + result.get("error", ""))
+    with (COURSE / "nbgrader.log").open("a") as f:
+        f.write(f"$ nbgrader {' '.join([name, *args])}\n{result.get('log', '')}{result.get('error', '')}\n")
     if check and not result["success"]:
         sys.exit(f"nbgrader {name} {' '.join(args)} failed; see {COURSE / 'nbgrader.log'}")
     return result["success"]
+
+
+def export_grades(out: Path) -> None:
+    """The gradebook as CSV, one row per student and assignment (``nbgrader export``)."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    coursedir = api().coursedir
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        CsvExportPlugin(to=str(out)).export(gradebook)
 
 
 def assignments() -> None:
@@ -138,7 +131,7 @@ def grade(submissions: Path) -> None:
                 print(f"  {student}/{name}: could not be autograded (see {COURSE / 'nbgrader.log'})")
         step("generate_feedback", name, force=True, check=False)
     out = COURSE / "grades.csv"
-    nbgrader("export", "--to", str(out))
+    export_grades(out)
     with out.open() as f:
         rows = list(csv.DictReader(f))
     print(f"Graded {sum(len(s) for s in found.values())} submissions of {len(found)} assignment(s).")

@@ -118,15 +118,14 @@ def make_submissions(tmp, course):
     def solved():
         return nbformat.read(source("01_copying"), as_version=4)
 
-    def loop(cell):
-        cell.source = cell.source.replace("    ### BEGIN SOLUTION\n    return np.log",
-                                          "    ### BEGIN SOLUTION\n    while True:\n        pass\n    return np.log")
-    put("cy_loop", "01_copying", _edit(solved(), "beta", loop))
-
-    def flood(cell):  # a debugging print left in a loop: gigabytes of output before the timeout
-        cell.source = cell.source.replace("    ### BEGIN SOLUTION\n    return np.log",
-                                          "    ### BEGIN SOLUTION\n    while True:\n        print('x' * 10**5)\n    return np.log")
-    put("hal_flood", "01_copying", _edit(solved(), "beta", flood))
+    def loop_in_beta(body):  # smallest_beta runs `body` forever before its solution
+        def edit(cell):
+            cell.source = cell.source.replace("    ### BEGIN SOLUTION\n    return np.log",
+                                              f"    ### BEGIN SOLUTION\n    while True:\n        {body}\n    return np.log")
+        return edit
+    put("cy_loop", "01_copying", _edit(solved(), "beta", loop_in_beta("pass")))
+    # a debugging print left in a loop: gigabytes of output before the timeout
+    put("hal_flood", "01_copying", _edit(solved(), "beta", loop_in_beta("print('x' * 10**5)")))
     put("di_syntax", "01_copying", _edit(solved(), "copy", lambda c: setattr(c, "source", c.source + "\nreturn beta * keys[j")))
     put("ed_exception", "01_copying", _edit(solved(), "weights", lambda c: setattr(
         c, "source", c.source.replace("return attention_weights(keys, q) @ values", "raise ValueError('oops')"))))
