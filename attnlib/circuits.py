@@ -1,4 +1,4 @@
-"""Patterns and messages as low-rank matrices: the QK and OV circuits (chapters 5-7).
+"""Patterns and messages as low-rank matrices: the QK and OV circuits (chapters 5-7, 10-13).
 
 For head ``i``:
 
@@ -7,15 +7,23 @@ For head ``i``:
 * ``W^M_i = W^V_i W^O_i`` (``d_model × d_model``): the *message* matrix.
   ``x_s W^M_i`` is what token ``s`` writes into the residual stream when read.
 
-These are TransformerLens's ``QK.AB`` and ``OV.AB``, and the transposes of
-the ``W_QK`` and ``W_OV`` of Elhage et al. (2021), who use column vectors.
+These are TransformerLens's ``QK.AB`` and ``OV.AB``. In the column-vector
+convention of Elhage et al. (2021), ``W^P_i`` *is* their ``W_QK`` (a bilinear
+form keeps the query on the left) and ``W^M_i`` is the transpose of their
+``W_OV`` (a linear map flips).
+
+In a trained model the same matrices are read in token space, between the
+embedding and the unembedding (:func:`full_ov_circuit`,
+:func:`full_qk_circuit`), summarised by :func:`copying_score`, and compared
+across layers by :func:`composition_score`.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ._checks import as_float_array, check_finite, check_positive_int
 from .lowrank import LowRank
-from .weights import Weights, check_weights
+from .weights import Weights, check_weights, random_weights
 
 
 def qk_circuit(weights: Weights) -> LowRank:
@@ -49,3 +57,214 @@ def ov_circuit(weights: Weights) -> LowRank:
     """
     _, _, W_V, W_O = check_weights(weights).per_head
     return LowRank(W_V, W_O)  # (n_heads, d_model, d_head) @ (n_heads, d_head, d_model)
+
+
+# --- circuits in token space (chapters 10-13) ---------------------------------
+
+def full_ov_circuit(W_E, weights: Weights, W_U) -> LowRank:
+    """What each token, if attended to, writes into each output logit: ``W_E W^M_i W_U``.
+
+    Row ``a`` says how a head that attends to token ``a`` (through its
+    embedding alone: the direct path) moves the logit of every token. A head
+    that copies has a large positive diagonal. The ``vocab × vocab`` matrix
+    has rank at most ``d_head`` and is never formed.
+
+    Parameters
+    ----------
+    W_E : (vocab_in, d_model) array_like
+        Token embeddings (or any rows of them).
+    weights : Weights
+    W_U : (d_model, vocab_out) array_like
+        Unembedding (or any columns of it).
+
+    Returns
+    -------
+    LowRank of shape (n_heads, vocab_in, vocab_out)
+
+    Examples
+    --------
+    >>> w = random_weights(8, 2, seed=0)
+    >>> full_ov_circuit(np.eye(5, 8), w, np.eye(8, 5)).shape
+    (2, 5, 5)
+    """
+    return _token_matrix(W_E, "W_E", weights) @ ov_circuit(weights) @ _token_matrix(W_U, "W_U", weights, rows=True)
+
+
+def full_qk_circuit(W_E, weights: Weights, W_E_key=None) -> LowRank:
+    """How much each query token wants each key token: ``W_E W^P_i W_E_keyᵀ`` (unscaled score).
+
+    With ``W_E_key = W_E`` (the default) this is the token part of the
+    pattern; with position embeddings on both sides, ``full_qk_circuit(W_pos,
+    w)``, its positional part; with the keys seen through an earlier head's
+    message, ``W_E_key = W_E W^M_j``, the key side of K-composition.
+
+    Parameters
+    ----------
+    W_E : (vocab_q, d_model) array_like
+        What the queries read (token or position embeddings).
+    weights : Weights
+    W_E_key : (vocab_k, d_model) array_like or LowRank, optional
+        What the keys read; default ``W_E``.
+
+    Returns
+    -------
+    LowRank of shape (n_heads, vocab_q, vocab_k)
+        Entry ``(i, a, b)`` is ``e_a W^P_i e_bᵀ``, before the ``1/√d_head`` scale.
+
+    Examples
+    --------
+    >>> w = random_weights(8, 2, seed=0)
+    >>> full_qk_circuit(np.eye(3, 8), w).shape
+    (2, 3, 3)
+    """
+    W_E = _token_matrix(W_E, "W_E", weights)
+    if W_E_key is None:
+        W_key = W_E
+    elif isinstance(W_E_key, LowRank):
+        if W_E_key.ndim != 2 or W_E_key.shape[-1] != weights.d_model:
+            raise ValueError(f"W_E_key is a LowRank of shape {W_E_key.shape}, expected (vocab_k, d_model ="
+                             f" {weights.d_model})")
+        W_key = W_E_key
+    else:
+        W_key = _token_matrix(W_E_key, "W_E_key", weights)
+    return W_E @ qk_circuit(weights) @ W_key.T
+
+
+def _token_matrix(W, name, weights, rows=False) -> np.ndarray:
+    """``W`` as a float matrix whose model-dimension side matches ``weights``."""
+    W = as_float_array(W, name)
+    axis = 0 if rows else 1
+    if W.ndim != 2 or W.shape[axis] != check_weights(weights).d_model:
+        want = "(d_model, vocab)" if rows else "(vocab, d_model)"
+        raise ValueError(f"{name} has shape {W.shape}, expected {want} with d_model = {weights.d_model}")
+    check_finite(W, name)
+    return W
+
+
+def copying_score(circuit) -> np.ndarray:
+    """How much a square circuit copies: ``Σ λ / Σ |λ|`` over its eigenvalues.
+
+    1 when every eigenvalue is positive (a token raises its own logit), −1
+    when every one is negative, about 0 for a random matrix. The
+    eigenvalues come from the small ``B A`` of the factors
+    (:meth:`LowRank.eigenvalues`), so a ``50,257 × 50,257`` circuit costs a
+    ``d_head × d_head`` eigenproblem.
+
+    Parameters
+    ----------
+    circuit : LowRank or (..., n, n) array_like
+        E.g. :func:`full_ov_circuit` (leading head axes are kept).
+
+    Returns
+    -------
+    (...) ndarray
+        One score per matrix, in ``[-1, 1]``.
+
+    Examples
+    --------
+    >>> copying_score(LowRank(np.eye(4, 2), 3 * np.eye(2, 4))).round(3)
+    np.float64(1.0)
+    """
+    if isinstance(circuit, LowRank):
+        ev = circuit.eigenvalues()  # (..., k), complex in general
+    else:
+        M = as_float_array(circuit, "circuit", min_ndim=2)
+        if M.shape[-1] != M.shape[-2]:
+            raise ValueError(f"circuit must be square, got shape {M.shape}")
+        check_finite(M, "circuit")
+        ev = np.linalg.eigvals(M)
+    total = np.abs(ev).sum(axis=-1)
+    if np.any(total == 0):
+        raise ValueError("the circuit is zero: its copying score is undefined")
+    return ev.real.sum(axis=-1) / total
+
+
+_KINDS = {
+    # later head reads the earlier head's message ... through its
+    "q": "queries: W^M_e W^P_l",
+    "k": "keys: W^P_l (W^M_e)ᵀ",
+    "v": "values: W^M_e W^M_l",
+}
+
+
+def _score(kind: str, later: Weights, earlier: Weights, pairs: bool) -> np.ndarray:
+    """Composition scores, for every (later, earlier) pair of heads or head by head."""
+    P_l, M_l, M_e = qk_circuit(later), ov_circuit(later), ov_circuit(earlier)
+    if pairs:  # later heads along axis 0, earlier heads along axis 1
+        P_l, M_l = (LowRank(W.A[:, None], W.B[:, None]) for W in (P_l, M_l))
+        M_e = LowRank(M_e.A[None], M_e.B[None])
+    if kind == "q":
+        composed, part = M_e @ P_l, P_l
+    elif kind == "k":
+        composed, part = P_l @ M_e.T, P_l
+    else:
+        composed, part = M_e @ M_l, M_l
+    return composed.norm() / (part.norm() * M_e.norm())
+
+
+def composition_score(kind: str, later: Weights, earlier: Weights) -> np.ndarray:
+    """How strongly each later head reads what each earlier head writes (Elhage et al.).
+
+    An earlier head ``e`` writes ``y W^M_e`` into the stream; a later head
+    ``l`` reads it in its queries (``(y W^M_e) W^P_l x_sᵀ``), its keys
+    (``x_t W^P_l (y W^M_e)ᵀ``) or its values (``y W^M_e W^M_l``). The score
+    is the Frobenius norm of that composed matrix relative to the norms of
+    its two parts,
+
+        ``‖W^M_e W^P_l‖ / (‖W^M_e‖ ‖W^P_l‖)`` (Q),
+        ``‖W^P_l (W^M_e)ᵀ‖ / (‖W^P_l‖ ‖W^M_e‖)`` (K),
+        ``‖W^M_e W^M_l‖ / (‖W^M_e‖ ‖W^M_l‖)`` (V),
+
+    which is the circuits paper's ``‖W_QKᵀ W_OV‖``, ``‖W_QK W_OV‖`` and
+    ``‖W_OV W_OV‖`` rewritten for row vectors (``W_QK = W^P``,
+    ``W_OV = (W^M)ᵀ``). Compare it with :func:`composition_baseline`.
+
+    Parameters
+    ----------
+    kind : {"q", "k", "v"}
+    later, earlier : Weights
+        Two layers of one model (same ``d_model``).
+
+    Returns
+    -------
+    (later.n_heads, earlier.n_heads) ndarray
+        Entry ``[l, e]`` for later head ``l`` and earlier head ``e``.
+
+    Examples
+    --------
+    >>> w0, w1 = random_weights(16, 2, seed=0), random_weights(16, 4, seed=1)
+    >>> composition_score("k", w1, w0).shape
+    (4, 2)
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {sorted(_KINDS)} (what the later head reads with), got {kind!r}")
+    check_weights(later), check_weights(earlier)
+    if later.d_model != earlier.d_model:
+        raise ValueError(f"later has d_model = {later.d_model} but earlier has {earlier.d_model}: not one model")
+    return _score(kind, later, earlier, pairs=True)
+
+
+def composition_baseline(kind: str, d_model: int, d_head: int, samples: int = 200, seed=0) -> float:
+    """The mean :func:`composition_score` of random heads of the same shape.
+
+    Random Gaussian ``W^Q, W^K, W^V, W^O`` factors (``d_model × d_head``)
+    compose only by chance: their score is what "no composition" looks like
+    at this size (about ``√(d_head / d_model)``-ish, not zero).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> 0.1 < composition_baseline("k", 64, 16, samples=50) < 0.4
+    True
+    """
+    rng = np.random.default_rng(seed)
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {sorted(_KINDS)}, got {kind!r}")
+    samples = check_positive_int(samples, "samples")
+    # `samples` independent heads per layer, compared head i with head i
+    later = random_weights(d_model, samples, seed=rng, d_head=d_head)
+    earlier = random_weights(d_model, samples, seed=rng, d_head=d_head)
+    return float(_score(kind, later, earlier, pairs=False).mean())

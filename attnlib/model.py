@@ -1,0 +1,322 @@
+"""Small attention-only transformers, trained by this project and read with numpy (chapters 10-13).
+
+A model is token and position embeddings, a stack of causal multi-head
+attention layers that *add* to the residual stream, and an unembedding::
+
+    x_0 = W_E[tokens] + W_pos[:T]                       # (T, d_model)
+    x_l = x_{l-1} + Σ_i softmax(x W^P_i xᵀ/√d_head) x W^M_i   (layer l, heads i)
+    logits = x_L W_U                                    # (T, vocab)
+
+No LayerNorm, no MLP, no biases: every head's contribution is one term of a
+sum, which is what makes the model readable head by head. The shipped
+models live in ``attnlib/models/`` as ``NAME.npz`` (the weights) and
+``NAME.json`` (the model card: task, data, training settings, the weights'
+SHA-256 and the measured metrics); ``scripts/train_model.py`` made them.
+
+Examples
+--------
+>>> m = load("copy_back")
+>>> m.forward([3, 1, 4, 1, 5, 9]).shape
+(6, 20)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ._checks import as_float_array, check_finite
+from .attention import attention_pattern
+from .weights import Weights, check_weights
+
+MODELS = Path(__file__).resolve().parent / "models"
+"""Where the shipped models are."""
+
+
+class Trace(NamedTuple):
+    """Everything one forward pass computed (TransformerLens's cache, in numpy).
+
+    Leading batch axes ``...`` are those of the tokens.
+    """
+
+    embedding: np.ndarray  #: (..., T, d_model): ``W_E[tokens] + W_pos[:T]``
+    patterns: list  #: per layer, (..., n_heads, T, T)
+    writes: list  #: per layer, (..., n_heads, T, d_model): each head's term of the sum
+    residual: np.ndarray  #: (n_layers + 1, ..., T, d_model): the stream before layer 0, after each layer
+    logits: np.ndarray  #: (..., T, vocab)
+
+
+def weights_sha256(arrays: dict) -> str:
+    """SHA-256 of named arrays: names, dtypes, shapes and bytes, in name order.
+
+    It identifies the weights whatever file holds them (an ``.npz`` file's
+    own bytes carry timestamps, so they cannot).
+
+    Examples
+    --------
+    >>> weights_sha256({"W": np.zeros(2, np.float32)})[:12]
+    '83390bd88b2d'
+    """
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        arr = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """An attention-only transformer: embeddings, attention layers, unembedding.
+
+    Parameters
+    ----------
+    W_E : (vocab, d_model) array_like
+        Token embeddings, one row per token.
+    W_pos : (n_ctx, d_model) array_like
+        Position embeddings, one row per position.
+    W_U : (d_model, vocab) array_like
+        Unembedding: logits are ``x W_U``.
+    layers : list of Weights
+        One causal multi-head attention layer each (scale ``1/√d_head``).
+    card : dict
+        The model card (see :func:`load`); ``{}`` for a model built by hand.
+    """
+
+    W_E: np.ndarray
+    W_pos: np.ndarray
+    W_U: np.ndarray
+    layers: tuple
+    card: dict
+
+    def __post_init__(self):
+        arrays = {}
+        for name in ("W_E", "W_pos", "W_U"):
+            arr = as_float_array(getattr(self, name), name)
+            if arr.ndim != 2:
+                raise ValueError(f"{name} must be a matrix (2 axes), got shape {arr.shape}")
+            check_finite(arr, name)
+            arrays[name] = arr
+        vocab, d_model = arrays["W_E"].shape
+        if arrays["W_pos"].shape[1] != d_model:
+            raise ValueError(f"W_pos has shape {arrays['W_pos'].shape}: expected (n_ctx, d_model = {d_model}),"
+                             f" d_model being the columns of W_E {arrays['W_E'].shape}")
+        if arrays["W_U"].shape != (d_model, vocab):
+            raise ValueError(f"W_U has shape {arrays['W_U'].shape}, expected (d_model, vocab) ="
+                             f" {(d_model, vocab)} from W_E {arrays['W_E'].shape}")
+        layers = tuple(self.layers)
+        for l, w in enumerate(layers):
+            check_weights(w)
+            if w.d_model != d_model:
+                raise ValueError(f"layers[{l}] has d_model = {w.d_model}, expected {d_model} (the columns of W_E)")
+        if not isinstance(self.card, dict):
+            raise TypeError(f"card must be a dict, got {type(self.card).__name__}")
+        dtype = np.result_type(*arrays.values(), *(w.dtype for w in layers))
+        for name, arr in arrays.items():
+            arr = np.array(arr, dtype=dtype)  # a private, read-only copy
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "layers", tuple(w.astype(dtype) for w in layers))
+
+    # --- sizes ---------------------------------------------------------------
+    @property
+    def vocab(self) -> int:
+        return self.W_E.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        return self.W_E.shape[1]
+
+    @property
+    def n_ctx(self) -> int:
+        """The longest sequence the model has positions for."""
+        return self.W_pos.shape[0]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.W_E.dtype
+
+    @property
+    def token_names(self) -> list:
+        """A printable name per token id: the id itself, or ``BOS``."""
+        bos = self.card.get("bos")
+        return ["BOS" if i == bos else str(i) for i in range(self.vocab)]
+
+    def __repr__(self) -> str:
+        name = self.card.get("name", "unnamed")
+        heads = "/".join(str(w.n_heads) for w in self.layers)
+        return (f"Model({name!r}: {self.n_layers} layers x {heads} heads, d_model {self.d_model},"
+                f" vocab {self.vocab}, n_ctx {self.n_ctx})")
+
+    def astype(self, dtype) -> "Model":
+        """The same model in another floating dtype."""
+        return Model(self.W_E.astype(dtype), self.W_pos.astype(dtype), self.W_U.astype(dtype),
+                     [w.astype(dtype) for w in self.layers], self.card)
+
+    def arrays(self) -> dict:
+        """The weights by name, as stored in a model file (``L0.W_Q``, ...)."""
+        out = {"W_E": self.W_E, "W_pos": self.W_pos, "W_U": self.W_U}
+        for l, w in enumerate(self.layers):
+            out.update({f"L{l}.{k}": getattr(w, k) for k in ("W_Q", "W_K", "W_V", "W_O")})
+        return out
+
+    # --- running it ------------------------------------------------------------
+    def _tokens(self, tokens) -> np.ndarray:
+        arr = np.asarray(tokens)
+        if arr.dtype.kind not in "iu" or arr.ndim == 0:
+            raise TypeError(f"tokens must be integers with a sequence axis, got dtype {arr.dtype}"
+                            f" and shape {arr.shape}")
+        T = arr.shape[-1]
+        if not 1 <= T <= self.n_ctx:
+            raise ValueError(f"tokens has shape {arr.shape}: its last axis (T = {T}) must be between 1"
+                             f" and n_ctx = {self.n_ctx}")
+        if arr.min() < 0 or arr.max() >= self.vocab:
+            raise ValueError(f"tokens must lie in 0 .. vocab - 1 = {self.vocab - 1},"
+                             f" got values from {arr.min()} to {arr.max()}")
+        return arr
+
+    def _ablation(self, ablate) -> set:
+        try:
+            pairs = {tuple(p) for p in ablate}
+        except TypeError:
+            raise TypeError(f"ablate must be a collection of (layer, head) pairs, got {ablate!r}") from None
+        for p in pairs:
+            ok = (len(p) == 2 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p)
+                  and 0 <= p[0] < self.n_layers and 0 <= p[1] < self.layers[p[0]].n_heads)
+            if not ok:
+                raise ValueError(f"ablate names {p!r}, which is not a (layer, head) pair of this model"
+                                 f" ({self.n_layers} layers of {[w.n_heads for w in self.layers]} heads)")
+        return pairs
+
+    def trace(self, tokens, ablate=()) -> Trace:
+        """Run the model and keep every intermediate: patterns, each head's write, the stream.
+
+        Parameters
+        ----------
+        tokens : (..., T) array_like of int
+            Token ids in ``0 .. vocab - 1``, ``T <= n_ctx``; leading axes are a batch.
+        ablate : collection of (layer, head)
+            Heads whose term is dropped from the sum over heads.
+
+        Returns
+        -------
+        Trace
+        """
+        tokens = self._tokens(tokens)
+        dropped = self._ablation(ablate)
+        T = tokens.shape[-1]
+        x = self.W_E[tokens] + self.W_pos[:T]  # (..., T, d_model)
+        stream, patterns, writes = [x], [], []
+        for l, w in enumerate(self.layers):
+            h, d = w.n_heads, w.d_head
+            QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
+            QKV = np.swapaxes(QKV.reshape(*QKV.shape[:-1], 3 * h, d), -3, -2)  # (..., 3 * n_heads, T, d_head)
+            Q, K, V = QKV[..., :h, :, :], QKV[..., h:2 * h, :, :], QKV[..., 2 * h:, :, :]
+            A = attention_pattern(Q, K, causal=True)  # (..., n_heads, T, T)
+            out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
+            keep = np.array([(l, i) not in dropped for i in range(h)])
+            x = x + (out * keep[:, None, None]).sum(axis=-3)
+            patterns.append(A)
+            writes.append(out)
+            stream.append(x)
+        return Trace(stream[0], patterns, writes, np.stack(stream), x @ self.W_U)
+
+    def forward(self, tokens, ablate=()) -> np.ndarray:
+        """Logits for the next token at every position.
+
+        Parameters
+        ----------
+        tokens : (..., T) array_like of int
+        ablate : collection of (layer, head)
+            Drop these heads' terms from the sum over heads (zero ablation).
+
+        Returns
+        -------
+        (..., T, vocab) ndarray
+        """
+        return self.trace(tokens, ablate).logits
+
+    def patterns(self, tokens) -> list:
+        """Every head's attention pattern: one ``(..., n_heads, T, T)`` array per layer."""
+        return self.trace(tokens).patterns
+
+    def residual(self, tokens) -> np.ndarray:
+        """The residual stream before layer 0 and after each layer.
+
+        Returns
+        -------
+        (n_layers + 1, ..., T, d_model) ndarray
+            Entry 0 is the embedding ``W_E[tokens] + W_pos[:T]``; entry ``l + 1``
+            adds layer ``l``'s heads. ``residual[-1] @ W_U`` are the logits.
+        """
+        return self.trace(tokens).residual
+
+    # --- files -----------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write ``path.npz`` (the weights) and ``path.json`` (the card, with the weights' SHA-256)."""
+        path = Path(path).with_suffix("")
+        arrays = self.arrays()
+        card = {**self.card, "sha256": weights_sha256(arrays)}
+        np.savez(path.with_suffix(".npz"), **arrays)
+        path.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n")
+        return path.with_suffix(".npz")
+
+
+def available() -> list:
+    """Names of the shipped models, for :func:`load`.
+
+    Examples
+    --------
+    >>> "induction" in available()
+    True
+    """
+    return sorted(p.stem for p in MODELS.glob("*.npz") if p.with_suffix(".json").exists())
+
+
+def load(name, dtype=np.float64) -> Model:
+    """A shipped model by name (see :func:`available`), or a model file by path.
+
+    The weights are checked against the SHA-256 in their card, so a file
+    changed after training is refused rather than silently read.
+
+    Parameters
+    ----------
+    name : str or path
+        ``"induction"``, or the path of a ``.npz`` with a ``.json`` card beside it.
+    dtype : float32 or float64
+        Computing dtype (the files hold float32; float64 makes the book's
+        numbers independent of summation order).
+
+    Returns
+    -------
+    Model
+    """
+    if not isinstance(name, (str, Path)):
+        raise TypeError(f"name must be a model name or a path, got {type(name).__name__}")
+    path = Path(name)
+    if path.suffix != ".npz":
+        if str(name) not in available():
+            raise ValueError(f"no model called {name!r}: the shipped models are {available()}")
+        path = MODELS / f"{name}.npz"
+    card_path = path.with_suffix(".json")
+    if not path.exists() or not card_path.exists():
+        raise FileNotFoundError(f"a model needs both {path} and its card {card_path}")
+    card = json.loads(card_path.read_text())
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    if card.get("sha256") != weights_sha256(arrays):
+        raise ValueError(f"the weights in {path} do not match the SHA-256 in {card_path.name}:"
+                         " the file was changed after training (retrain it with `make model`)")
+    n_heads = card["n_heads"]
+    layers = [Weights(*(arrays[f"L{l}.{k}"] for k in ("W_Q", "W_K", "W_V", "W_O")), n_heads)
+              for l in range(card["n_layers"])]
+    return Model(arrays["W_E"], arrays["W_pos"], arrays["W_U"], layers, card).astype(dtype)
