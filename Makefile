@@ -11,13 +11,14 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
 PARALLEL ?= 2
 
-.PHONY: help install book serve test browser bench notebooks assignments grade course-book clean
+.PHONY: help install book serve test browser bench model notebooks assignments grade course-book clean
 
 help:
 	@echo "make book     build the HTML book into _build/html (installs first)"
 	@echo "make test     run every test (installs first)"
 	@echo "make serve    serve the built book on http://127.0.0.1:8000"
 	@echo "make bench    benchmarks (not part of make test)"
+	@echo "make model    retrain the shipped models (needs PyTorch CPU; installs torch==2.13.0 if it can)"
 	@echo "make assignments / make grade SUBMISSIONS=DIR / make course-book   course workflow"
 
 # --- environment ----------------------------------------------------------
@@ -79,6 +80,14 @@ bench: $(STAMP)
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0 \
 	    || echo "torch not installed: the PyTorch rows will say so"
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+# Retrain every shipped model from its seed (attnlib/models/): bit-identical with
+# the same torch version and MODEL_THREADS. PyTorch is a tool here, never a dependency.
+MODEL_THREADS ?= 1
+model: $(STAMP)
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0 \
+	    || { echo "PyTorch is needed to train: pip install torch==2.13.0"; exit 1; }
+	$(BIN)/python scripts/train_model.py --threads $(MODEL_THREADS) $(MODELS)
 
 # Re-execute the notebooks and store their outputs (what nbval compares).
 notebooks: $(STAMP)

@@ -1,0 +1,219 @@
+"""Train the book's small attention-only models and write them to attnlib/models/.
+
+    python scripts/train_model.py                 # every model (what `make model` runs)
+    python scripts/train_model.py induction       # one model
+    python scripts/train_model.py --list          # the models and their settings
+    python scripts/train_model.py copy_back --steps 30 --out /tmp/m   # a short run elsewhere
+
+PyTorch (CPU) is needed here and nowhere else: ``pip install torch==2.13.0``.
+The book, attnlib and ``make test`` read the written ``.npz`` files with numpy.
+
+Reproducible: the seed fixes the initial weights (torch) and every training
+batch (numpy, through ``attnlib.tasks``); deterministic algorithms are on, and
+denormal floats are flushed (without that, steps get about five times slower
+once attention saturates, and results could depend on the CPU's handling).
+With the same torch version and the same number of threads (``--threads``,
+default 1) a rerun gives bit-identical weights; another thread count changes
+the order of some sums, and the weights then differ at about 1e-6.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # attnlib from this checkout, installed or not
+
+import attnlib  # noqa: E402
+from attnlib import metrics, tasks  # noqa: E402
+from attnlib.model import MODELS, Model, weights_sha256  # noqa: E402
+
+# Every shipped model: its task (a generator in attnlib.tasks, with options),
+# its shape and how it is trained. Changing a line here and running
+# `make model` is how a model changes; the card records all of it.
+CONFIGS = {
+    "induction": dict(
+        description="Repeated random segments, plus 25% alternating 'a b a b' sequences: "
+                    "the textbook induction circuit (a previous-token head feeding the keys of an induction head).",
+        task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.25),
+        n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=1),
+    "induction_plain": dict(
+        description="Repeated random segments only: with this seed the model builds induction "
+                    "the other way (a duplicate-token head feeding the queries).",
+        task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.0),
+        n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=0),
+    "copy_back": dict(
+        description="Random tokens; predict the token three places back: a purely positional pattern.",
+        task="copy_back", data=dict(vocab=20, T=24, k=3),
+        n_layers=1, n_heads=1, d_model=32, d_head=32, steps=1500, batch=64, lr=1e-3, seed=0),
+    "copy_marked": dict(
+        description="One marked token among plain ones; from it on, predict it: a content-based pattern.",
+        task="copy_marked", data=dict(plain=30, marked=10, T=24),
+        n_layers=1, n_heads=1, d_model=32, d_head=32, steps=1500, batch=64, lr=1e-3, seed=0),
+}
+EVAL = dict(n=2000, seed=12345)  # the card's metrics: fresh sequences, never trained on
+OPTIMISER = dict(name="AdamW", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+
+def vocab_of(cfg) -> int:
+    d = cfg["data"]
+    if cfg["task"] == "induction":
+        return d["vocab"] + 1  # and BOS
+    if cfg["task"] == "copy_marked":
+        return d["plain"] + d["marked"]
+    return d["vocab"]
+
+
+def n_ctx_of(cfg) -> int:
+    return cfg["data"]["T"]
+
+
+class AttnOnly:
+    """The model of attnlib.model, in torch: same parameters, same arithmetic."""
+
+    def __init__(self, torch, vocab, n_ctx, n_layers, n_heads, d_model, d_head):
+        def param(*shape, std):
+            return torch.nn.Parameter(torch.randn(*shape) * std)
+
+        self.torch, self.n_heads, self.d_head = torch, n_heads, d_head
+        width = n_heads * d_head
+        self.W_E = param(vocab, d_model, std=1 / math.sqrt(d_model))
+        self.W_pos = param(n_ctx, d_model, std=1 / math.sqrt(d_model))
+        self.layers = [{k: param(d_model, width, std=1 / math.sqrt(d_model)) for k in ("W_Q", "W_K", "W_V")}
+                       for _ in range(n_layers)]
+        for layer in self.layers:
+            layer["W_O"] = param(width, d_model, std=1 / math.sqrt(width))
+        self.W_U = param(d_model, vocab, std=1 / math.sqrt(d_model))
+
+    def parameters(self):
+        return [self.W_E, self.W_pos, *(l[k] for l in self.layers for k in ("W_Q", "W_K", "W_V", "W_O")), self.W_U]
+
+    def forward(self, tokens):
+        torch = self.torch
+        B, T = tokens.shape
+        h, d = self.n_heads, self.d_head
+        x = self.W_E[tokens] + self.W_pos[:T]  # (B, T, d_model)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for layer in self.layers:
+            q, k, v = ((x @ layer[n]).view(B, T, h, d).transpose(1, 2) for n in ("W_Q", "W_K", "W_V"))  # (B, h, T, d)
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)  # (B, h, T, T)
+            A = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            z = (A @ v).transpose(1, 2).reshape(B, T, h * d)  # (B, T, h * d_head): heads side by side
+            x = x + z @ layer["W_O"]
+        return x @ self.W_U  # (B, T, vocab)
+
+    def to_numpy(self, card) -> Model:
+        def arr(p):
+            return p.detach().numpy().astype(np.float32).copy()
+
+        layers = [attnlib.Weights(*(arr(l[k]) for k in ("W_Q", "W_K", "W_V", "W_O")), self.n_heads)
+                  for l in self.layers]
+        return Model(arr(self.W_E), arr(self.W_pos), arr(self.W_U), layers, card)
+
+
+def setup_torch(threads: int):
+    try:
+        import torch
+    except ImportError:
+        sys.exit("PyTorch is needed to train: pip install torch==2.13.0 (CPU); the book itself never needs it")
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    torch.set_flush_denormal(True)
+    return torch
+
+
+CHECK_STEPS = 30  # the short run whose checksum the card records (tests/test_model.py repeats it)
+
+
+def fit(name: str, threads: int, steps: int, quiet=True):
+    """Train one model from its config and seed: (torch model, seconds). Nothing is written."""
+    cfg = CONFIGS[name]
+    torch = setup_torch(threads)
+    torch.manual_seed(cfg["seed"])
+    data_rng = np.random.default_rng(cfg["seed"])
+    vocab = vocab_of(cfg)
+    net = AttnOnly(torch, vocab, n_ctx_of(cfg), cfg["n_layers"], cfg["n_heads"], cfg["d_model"], cfg["d_head"])
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg["lr"], betas=OPTIMISER["betas"], eps=OPTIMISER["eps"],
+                            weight_decay=OPTIMISER["weight_decay"])
+    make_batch = tasks.TASKS[cfg["task"]]
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        batch = make_batch(cfg["batch"], data_rng, **cfg["data"])
+        logits = net.forward(torch.from_numpy(batch.tokens))  # (batch, T, vocab)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab),
+                                                 torch.from_numpy(batch.targets).reshape(-1), ignore_index=-1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if not quiet and (step % 500 == 0 or step == steps):
+            print(f"  {name}: step {step:5d}/{steps}  loss {loss.item():.4f}  ({time.perf_counter() - start:.0f} s)",
+                  flush=True)
+    return net, time.perf_counter() - start
+
+
+def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MODELS, quiet=False) -> Model:
+    """Train one model, measure it, and write its weights and card to ``out``."""
+    import torch
+
+    cfg = CONFIGS[name]
+    steps = cfg["steps"] if steps is None else steps
+    net, seconds = fit(name, threads, steps, quiet)
+    card = {
+        "name": name, "description": cfg["description"],
+        "task": cfg["task"], "data": cfg["data"], "vocab": vocab_of(cfg), "n_ctx": n_ctx_of(cfg),
+        "bos": cfg["data"]["vocab"] if cfg["task"] == "induction" else None,
+        "n_layers": cfg["n_layers"], "n_heads": cfg["n_heads"], "d_model": cfg["d_model"], "d_head": cfg["d_head"],
+        "architecture": "attention only: token + position embeddings, causal attention layers added to the "
+                        "residual stream, unembedding; no LayerNorm, MLP or biases; scores scaled by 1/sqrt(d_head)",
+        "seed": cfg["seed"], "steps": steps, "batch": cfg["batch"],
+        "optimiser": {**OPTIMISER, "betas": list(OPTIMISER["betas"]), "lr": cfg["lr"]},
+        "loss": "cross-entropy on every position with a target (attnlib.tasks)",
+        "init": "normal, std 1/sqrt(fan-in) (W_E, W_pos: 1/sqrt(d_model))",
+        "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
+        "machine": platform.machine(), "threads": threads, "training_seconds": round(seconds, 1),
+        "script": "scripts/train_model.py", "retrain": f"make model MODELS={name}",
+        "eval": EVAL,
+    }
+    model = net.to_numpy(card)
+    card["metrics"] = metrics.measure(model.astype(np.float64), **EVAL)
+    if steps == cfg["steps"]:  # a checksum a test can reproduce in a second
+        short, _ = fit(name, threads, CHECK_STEPS)
+        card["check"] = {"steps": CHECK_STEPS, "threads": threads, "torch": torch.__version__,
+                         "sha256": weights_sha256(short.to_numpy({}).arrays())}
+    model = Model(model.W_E, model.W_pos, model.W_U, model.layers, card)
+    path = model.save(Path(out) / name)
+    if not quiet:
+        print(f"  {name}: wrote {path} ({seconds:.0f} s of training); metrics: {card['metrics']['summary']}")
+    return model
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help=f"models to train (default: all of {list(CONFIGS)})")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the card records it; default 1)")
+    parser.add_argument("--steps", type=int, help="override the number of steps (for a short check)")
+    parser.add_argument("--out", type=Path, default=MODELS, help=f"output folder (default {MODELS})")
+    parser.add_argument("--list", action="store_true", help="list the models and their settings")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, cfg in CONFIGS.items():
+            print(f"{name}: {cfg['description']}\n    {cfg}")
+        return
+    unknown = [n for n in args.names if n not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(CONFIGS)}")
+    if args.threads < 1 or (args.steps is not None and args.steps < 1):
+        parser.error("--threads and --steps must be positive")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.names or CONFIGS:
+        train(name, args.threads, args.steps, args.out)
+
+
+if __name__ == "__main__":
+    main()
