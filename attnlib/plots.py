@@ -285,3 +285,109 @@ def alpha_vs_beta(weight, ns=(3, 10, 100, 1000), betas=None, ax=None,
     ax.set(xlabel=r"$\beta$", ylabel=r"weight on key a, $\alpha_a$", title=title)
     ax.legend()
     return ax.figure
+
+
+def circuit_heatmap(M, rows=None, cols=None, ax=None, title=None, row_label="source token",
+                    col_label="output token", label="logit change", causal=False, ticks=12):
+    """A token- or position-space circuit (e.g. ``W_E W^M_i W_U``) on a symmetric cividis scale.
+
+    Parameters
+    ----------
+    M : (m, n) array_like
+    rows, cols : list of str, optional
+        Labels of the rows and columns (default: their indices).
+    row_label, col_label, label : str
+        Axis titles and colourbar title.
+    causal : bool
+        Blank the entries above the diagonal (keys a query cannot see).
+    ticks : int
+        At most this many labels per axis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    M = _array(M, "M", 2, "a matrix").copy()
+    if causal:
+        M[np.triu_indices(M.shape[0], 1, M.shape[1])] = np.nan  # masked: drawn blank
+    ax = _ax(ax, figsize=(4.6, 3.9))
+    lim = float(np.nanmax(np.abs(M))) or 1.0
+    im = ax.imshow(M, cmap="cividis", vmin=-lim, vmax=lim)
+    r, c = _token_labels(rows, M.shape[0]), _token_labels(cols, M.shape[1])
+    at_r, at_c = range(0, M.shape[0], -(-M.shape[0] // ticks)), range(0, M.shape[1], -(-M.shape[1] // ticks))
+    ax.set_yticks(at_r, [r[i] for i in at_r])
+    ax.set_xticks(at_c, [c[j] for j in at_c], rotation=90 if M.shape[1] > 6 else 0)
+    ax.set(xlabel=col_label, ylabel=row_label)
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
+    return ax.figure
+
+
+def bars(values, labels, ax=None, title=None, xlabel="value", reference=None, reference_label=None,
+         highlight=()):
+    """Horizontal bars, one per labelled value (path contributions, accuracies, scores).
+
+    Parameters
+    ----------
+    values : (k,) array_like
+    labels : list of str
+    reference : float, optional
+        Draw a dashed vertical line there (a baseline, chance, a threshold).
+    highlight : collection of int
+        Bars to draw in the strong colour (the others are pale).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    values = _array(values, "values", 1, "(k,)")
+    if len(labels) != len(values):
+        raise ValueError(f"got {len(values)} values but {len(labels)} labels")
+    ax = _ax(ax, figsize=(5.2, 0.3 * len(values) + 1.3))
+    strong, pale = plt.get_cmap("viridis")(0.3), plt.get_cmap("viridis")(0.75)
+    ax.barh(range(len(values)), values, color=[strong if i in highlight else pale for i in range(len(values))])
+    ax.set_yticks(range(len(values)), labels)
+    ax.invert_yaxis()  # first label on top
+    ax.axvline(0, color="black", lw=0.8)
+    if reference is not None:
+        ax.axvline(reference, color="grey", ls="--", lw=1)
+        if reference_label:  # above the top bar, clear of the bars
+            ax.text(reference, -0.7, reference_label, ha="center", va="bottom", fontsize=8, color="dimgrey")
+            ax.set_ylim(len(values) - 0.5, -1.1)
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return ax.figure
+
+
+def eigenvalue_plane(ev, labels=None, ax=None, title="eigenvalues"):
+    """Eigenvalues in the complex plane: copying circuits sit on the positive real axis.
+
+    Parameters
+    ----------
+    ev : (n,) array_like of complex, or a list of them
+        The eigenvalues of one circuit, or of several (one array each).
+    labels : list of str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if len(ev) and np.ndim(ev[0]) == 0:
+        ev = [ev]  # one circuit
+    ev = [np.asarray(e, dtype=complex).ravel() for e in ev]
+    if labels is not None and len(labels) != len(ev):
+        raise ValueError(f"got {len(ev)} sets of eigenvalues but {len(labels)} labels")
+    ax = _ax(ax, figsize=(4.4, 3.8))
+    for k, (row, colour) in enumerate(zip(ev, _ramp(len(ev)))):
+        ax.scatter(row.real, row.imag, s=16, color=colour, marker="os^D"[k % 4],
+                   label=labels[k] if labels else None)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.axvline(0, color="grey", lw=0.8)
+    lim = 1.08 * float(max(np.abs(e).max(initial=0.0) for e in ev) or 1.0)
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="real part", ylabel="imaginary part",
+           title=title)
+    if labels:
+        ax.legend(fontsize=8)
+    return ax.figure

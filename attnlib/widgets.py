@@ -275,3 +275,65 @@ def head_explorer(X, weights, tokens=None):
     return Explorer(fig, update, settings, "head", labels=labels, artists=[im, ax.title], controls=controls,
                     alt="Heatmap of one head's attention pattern, queries as rows and keys as columns; "
                         "the controls choose the head and whether future tokens are masked.")
+
+
+def model_explorer(model, tokens, top=8):
+    """Any head of a trained model: its pattern on a sequence and what its message copies.
+
+    Left, the head's attention pattern on ``tokens``; right, the largest
+    entries of its full OV circuit ``W_E W^M_i W_U`` (attending to token
+    ``a`` raises the logit of token ``b``), copying entries ``a → a`` in the
+    strong colour. The controls choose the layer and the head.
+
+    Parameters
+    ----------
+    model : attnlib.model.Model
+    tokens : (T,) array_like of int
+    top : int
+        How many circuit entries to list.
+
+    Returns
+    -------
+    Explorer
+    """
+    from .circuits import full_ov_circuit
+
+    names = model.token_names
+    tokens = np.asarray(tokens)
+    patterns = model.patterns(tokens)  # per layer (n_heads, T, T)
+    settings = [(l, i) for l, w in enumerate(model.layers) for i in range(w.n_heads)]
+    entries = {}
+    for l, w in enumerate(model.layers):
+        ov = full_ov_circuit(model.W_E, w, model.W_U).full()  # (n_heads, vocab, vocab): small models only
+        for i in range(w.n_heads):
+            flat = np.argsort(ov[i], axis=None)[::-1][:top]
+            a, b = np.unravel_index(flat, ov[i].shape)
+            entries[(l, i)] = (ov[i][a, b], [f"{names[x]} → {names[y]}" for x, y in zip(a, b)], a == b)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.2, 4.2), facecolor=FACE, layout="constrained",
+                                   gridspec_kw={"width_ratios": [1.25, 1]})
+    labels = [names[t] for t in tokens]
+    im = _heatmap(patterns[0][0], labels, ax=ax1, annotate=False)
+    strong, pale = plt.get_cmap("viridis")(0.3), plt.get_cmap("viridis")(0.75)
+    bar = ax2.barh(range(top), np.zeros(top))
+    ax2.invert_yaxis()
+    ax2.set_xlabel("logit change (W_E W^M W_U entry)")
+    ax2.set_title("largest entries of the full OV circuit", fontsize=10)
+
+    def update(setting):
+        l, i = setting
+        im.set_data(patterns[l][i])
+        ax1.set_title(f"layer {l}, head {i}: pattern")
+        values, ticks, copy = entries[setting]
+        for rect, v, c in zip(bar, values, copy):
+            rect.set_width(v)
+            rect.set_color(strong if c else pale)
+        ax2.set_yticks(range(top), ticks)
+        ax2.set_xlim(0, 1.05 * max(float(values.max()), 1e-9))
+
+    frames = [f"layer {l} head {i}" for l, i in settings]
+    controls = [("layer", [(str(l), l) for l in range(model.n_layers)]),
+                ("head", [(str(i), i) for i in range(max(w.n_heads for w in model.layers))])]
+    return Explorer(fig, update, settings, "head", labels=frames, controls=controls,
+                    alt="Left: the chosen head's attention pattern on a sequence, queries as rows and keys as "
+                        "columns. Right: the largest entries of its full OV circuit, as bars labelled "
+                        "'attended token → raised output token', copying entries in the darker colour.")
