@@ -185,6 +185,56 @@ def rows_widgets():
     return rows
 
 
+GPT2 = dict(vocab=50_257, d_model=768, d_head=64)  # GPT-2 small's embedding and head sizes
+
+
+def gpt2_copying_child():
+    """In a fresh process: one head's copying score at GPT-2 small's shapes, through LowRank.
+
+    Prints seconds (median of 5), the process's peak resident memory, and the
+    peak of what the computation itself allocates (tracemalloc), as JSON.
+    """
+    import json
+    import tracemalloc
+
+    from attnlib.circuits import copying_score, full_ov_circuit
+
+    V, D, d = GPT2["vocab"], GPT2["d_model"], GPT2["d_head"]
+    rng = np.random.default_rng(0)
+    W_E = rng.standard_normal((V, D), dtype=np.float32) / np.float32(math.sqrt(D))
+    W_U = rng.standard_normal((D, V), dtype=np.float32) / np.float32(math.sqrt(D))
+    w = attnlib.random_weights(D, 1, seed=1, d_head=d, dtype=np.float32)  # one head
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        score = copying_score(full_ov_circuit(W_E, w, W_U))
+        times.append(time.perf_counter() - t)
+    tracemalloc.start()
+    copying_score(full_ov_circuit(W_E, w, W_U))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+    print(json.dumps({"seconds": float(np.median(times)), "peak_rss": rss, "peak_alloc": peak,
+                      "score": float(np.ravel(score)[0])}))
+
+
+def rows_gpt2_copying():
+    import json
+
+    proc = subprocess.run([sys.executable, __file__, "--gpt2-child"], capture_output=True, text=True, check=True)
+    r = json.loads(proc.stdout)
+    V = GPT2["vocab"]
+    dense = V * V * 4  # the 50,257 x 50,257 float32 matrix LowRank never forms
+    case = f"vocab={V} d={GPT2['d_model']} d_head={GPT2['d_head']} float32"
+    return [
+        (case, "copying score time", r["seconds"] / 10, "target < 1 (10 s)",
+         f"{r['seconds']:.2f} s for W_E W^M W_U of one head (score {r['score']:+.3f}, random weights)"),
+        (case, "copying score memory", r["peak_rss"] / 2**30, "target < 1 (1 GiB)",
+         f"peak RSS {r['peak_rss'] / 2**20:.0f} MiB (inputs included), computation {r['peak_alloc'] / 2**20:.0f} MiB;"
+         f" the dense matrix alone: {dense / 2**30:.1f} GiB"),
+    ]
+
+
 def timed(cmd, cwd):
     t = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
@@ -206,9 +256,11 @@ def rows_build():
 
 
 def main():
+    if "--gpt2-child" in sys.argv:
+        return gpt2_copying_child()
     quick = "--quick" in sys.argv
     print(f"machine: {os.cpu_count()} cores, BLAS threads {blas_threads()}, numpy {np.__version__}")
-    rows = rows_forms_and_torch() + rows_widgets() + ([] if quick else rows_build())
+    rows = rows_forms_and_torch() + rows_widgets() + rows_gpt2_copying() + ([] if quick else rows_build())
     width = max(len(r[0]) for r in rows)
     print(f"{'case':<{width}}  {'measure':<28} {'ratio':>7}  {'note':<44} detail")
     for case, measure, ratio, note, detail in rows:
