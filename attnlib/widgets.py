@@ -299,9 +299,14 @@ def model_explorer(model, tokens, top=8):
     from .circuits import full_ov_circuit
 
     names = model.token_names
-    tokens = np.asarray(tokens)
-    patterns = model.patterns(tokens)  # per layer (n_heads, T, T)
     settings = [(l, i) for l, w in enumerate(model.layers) for i in range(w.n_heads)]
+    if len(settings) < 2:
+        raise ValueError(f"{model!r} has only one head: there is nothing to choose"
+                         " (draw it with plots.pattern_heatmap and plots.circuit_heatmap)")
+    tokens = model._tokens(tokens)
+    if tokens.ndim != 1:
+        raise ValueError(f"tokens must be one sequence (T,), got shape {tokens.shape}")
+    patterns = model.patterns(tokens)  # per layer (n_heads, T, T)
     entries = {}
     for l, w in enumerate(model.layers):
         ov = full_ov_circuit(model.W_E, w, model.W_U).full()  # (n_heads, vocab, vocab): small models only

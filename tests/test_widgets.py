@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 
 import attnlib  # noqa: E402
 from attnlib import widgets  # noqa: E402
+from attnlib.model import load  # noqa: E402
 
 
 def sampler(means, alpha, rng, wide=None):
@@ -28,6 +29,7 @@ def explorers():
         "beta": widgets.beta_explorer(keys, keys[0] + keys[1]),
         "noise": widgets.noise_explorer(np.eye(4), np.eye(4), 30 * (np.eye(4)[0] + np.eye(4)[1]), sampler, 0, 1, trials=30),
         "head": widgets.head_explorer(X, w, list("abcdef")),
+        "model": widgets.model_explorer(load("induction"), [50, 1, 2, 3, 1, 2, 3]),
     }
 
 
@@ -42,7 +44,7 @@ def test_each_value_draws_a_different_picture(explorers):
 
 
 def test_live_controls_redraw(explorers):
-    counts = {"beta": 1, "noise": 2, "head": 2}  # β; α and wide key; head and causal
+    counts = {"beta": 1, "noise": 2, "head": 2, "model": 2}  # β; α and wide key; head and causal; layer and head
     for name, e in explorers.items():
         box = e.widget()
         *controls, out = box.children
@@ -70,3 +72,22 @@ def test_explorer_rejects_bad_input():
         widgets.Explorer(matplotlib.figure.Figure(), lambda v: None, [1], "x", alt="a figure")
     with pytest.raises(ValueError, match=r"\(5, 5\).*\(3,\)"):
         widgets.beta_explorer(np.eye(5), np.ones(3))
+    with pytest.raises(ValueError, match="only one head"):
+        widgets.model_explorer(load("copy_back"), [1, 2, 3])
+
+
+def test_model_explorer_shows_each_heads_pattern_and_its_largest_circuit_entries():
+    model = load("induction")
+    tokens = [50, 3, 7, 9, 3, 7, 9]
+    e = widgets.model_explorer(model, tokens, top=5)
+    assert e.values == [(l, i) for l in range(2) for i in range(4)]
+    pats = model.patterns(tokens)
+    ov = attnlib.circuits.full_ov_circuit(model.W_E, model.layers[1], model.W_U).full()
+    e.update((1, 2))
+    pattern_ax, bar_ax = e.fig.axes[:2]  # (the third is the colour bar)
+    image, bars = pattern_ax.images[0], bar_ax.patches
+    np.testing.assert_array_equal(image.get_array(), pats[1][2])
+    np.testing.assert_allclose(sorted(b.get_width() for b in bars), np.sort(ov[2].ravel())[-5:])
+    labels = [t.get_text() for t in bar_ax.get_yticklabels()]
+    a, b = np.unravel_index(ov[2].argmax(), ov[2].shape)
+    assert labels[0] == f"{model.token_names[a]} → {model.token_names[b]}"
