@@ -183,8 +183,9 @@ def test_course_edition_site_carries_no_solutions(course):
     # A line the book's chapters print for everyone (a plain loop header, say) is no secret.
     public = {line.strip() for nb in sorted((ROOT / "chapters").glob("*.ipynb"))
               for cell in nbformat.read(nb, as_version=4).cells for line in cell.source.splitlines()}
-    secrets = set().union(*solution_lines().values()) - public
-    assert len(secrets) > 50, secrets
+    every = set().union(*solution_lines().values())
+    secrets = every - public
+    assert len(secrets) >= 0.9 * len(every), every & public
     for page in pages:
         text = page.read_text(errors="replace")
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, page
