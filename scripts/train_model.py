@@ -3,6 +3,7 @@
     python scripts/train_model.py                 # every model (what `make model` runs)
     python scripts/train_model.py induction       # one model
     python scripts/train_model.py --list          # the models and their settings
+    python scripts/train_model.py --check         # each model's 30-step checksum (as in its card)
     python scripts/train_model.py copy_back --steps 30 --out /tmp/m   # a short run elsewhere
 
 PyTorch (CPU) is needed here and nowhere else: ``pip install torch==2.13.0``.
@@ -15,11 +16,20 @@ once attention saturates, and results could depend on the CPU's handling).
 With the same torch version and the same number of threads (``--threads``,
 default 1) a rerun gives bit-identical weights; another thread count changes
 the order of some sums, and the weights then differ at about 1e-6.
+
+The CPU matters too: PyTorch picks its vectorised kernels by what the CPU can
+do (AVX2, AVX-512), and the two round differently (the 30-step check of
+``copy_back`` differs between them). So training pins PyTorch's kernels and
+MKL's code path to AVX2, which every x86-64 CPU of the last decade has
+(``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=AVX2``; the card records it). They
+must be set before torch starts, so this script sets them when it is run;
+:func:`pinned_env` gives them to a process that imports it.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import sys
 import time
@@ -28,6 +38,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# Read once, when torch first dispatches a kernel: set before anything imports torch.
+CPU_PIN = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 sys.path.insert(0, str(ROOT))  # attnlib from this checkout, installed or not
 
 import attnlib  # noqa: E402
@@ -122,10 +134,20 @@ def setup_torch(threads: int):
         import torch
     except ImportError:
         sys.exit("PyTorch is needed to train: pip install torch==2.13.0 (CPU); the book itself never needs it")
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability.lower() != CPU_PIN["ATEN_CPU_CAPABILITY"]:
+        sys.exit(f"PyTorch runs its {capability} kernels here, and the shipped models were trained with "
+                 f"{CPU_PIN['ATEN_CPU_CAPABILITY']}: start Python with the environment of pinned_env() "
+                 f"({' '.join(f'{k}={v}' for k, v in CPU_PIN.items())}) so retraining gives the same weights")
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     torch.set_flush_denormal(True)
     return torch
+
+
+def pinned_env(env=None) -> dict:
+    """A copy of ``env`` (default: this process's) with the CPU pin of the shipped models set."""
+    return {**(os.environ if env is None else env), **CPU_PIN}
 
 
 CHECK_STEPS = 30  # the short run whose checksum the card records (tests/test_model.py repeats it)
@@ -176,7 +198,8 @@ def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MOD
         "loss": "cross-entropy on every position with a target (attnlib.tasks)",
         "init": "normal, std 1/sqrt(fan-in) (W_E, W_pos: 1/sqrt(d_model))",
         "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
-        "machine": platform.machine(), "threads": threads, "training_seconds": round(seconds, 1),
+        "machine": platform.machine(), "threads": threads,
+        "cpu_kernels": {"torch": torch.backends.cpu.get_cpu_capability(), "mkl": os.environ.get("MKL_CBWR")}, "training_seconds": round(seconds, 1),
         "script": "scripts/train_model.py", "retrain": f"make model MODELS={name}",
         "eval": EVAL,
     }
@@ -200,6 +223,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, help="override the number of steps (for a short check)")
     parser.add_argument("--out", type=Path, default=MODELS, help=f"output folder (default {MODELS})")
     parser.add_argument("--list", action="store_true", help="list the models and their settings")
+    parser.add_argument("--check", action="store_true",
+                        help=f"print the SHA-256 of a {CHECK_STEPS}-step run of each model (its card's check); write nothing")
     args = parser.parse_args(argv)
     if args.list:
         for name, cfg in CONFIGS.items():
@@ -210,10 +235,16 @@ def main(argv=None):
         parser.error(f"unknown model(s) {unknown}; choose from {list(CONFIGS)}")
     if args.threads < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--threads and --steps must be positive")
+    if args.check:
+        for name in args.names or CONFIGS:
+            net, _ = fit(name, args.threads, CHECK_STEPS)
+            print(name, weights_sha256(net.to_numpy({}).arrays()))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.names or CONFIGS:
         train(name, args.threads, args.steps, args.out)
 
 
 if __name__ == "__main__":
+    os.environ.update(CPU_PIN)  # before torch is imported (see the module's docstring)
     main()
