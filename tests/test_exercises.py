@@ -180,8 +180,8 @@ def test_no_prompt_contains_what_its_cell_asks_for():
 
 # Answers the prompts once gave in mathematical form (kept out for good).
 GIVEN_AWAY = {
-    "01_copying": [r"q = \beta k_j", r"\alpha_j = e^\beta / (e^\beta + n - 1)"],
-    "02_averaging": [r"q = \beta (k_a + k_b)", r"\beta (k_a + k_b)", r"\alpha_a = \dfrac{e^\beta}{2e^\beta + n - 2}"],
+    "01_copying": [r"q = \beta k_j", r"\beta k_0", r"\alpha_j = e^\beta / (e^\beta + n - 1)"],
+    "02_averaging": [r"\beta (k_a + k_b)", r"\beta(k_0 + k_3)", r"\alpha_a = \dfrac{e^\beta}{2e^\beta + n - 2}"],
     "04_noisy_keys": [r"\sigma((\gamma - 1)\beta)", r"\beta\sqrt{2\alpha}"],
     "05_two_heads": [r"q_1 = \beta\mu_a", r"q_2 = \beta\mu_b"],
 }
