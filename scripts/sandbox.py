@@ -25,8 +25,10 @@ processes that fork); elsewhere those two caps are missing, and ``check()`` says
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -103,10 +105,20 @@ def unsafe() -> bool:
     return os.environ.get("PM_GRADE_UNSAFE", "") not in ("", "0")
 
 
+@functools.cache
+def works() -> bool:
+    """bubblewrap and prlimit are installed, and bubblewrap can make its namespaces here."""
+    if not (shutil.which("bwrap") and shutil.which("prlimit")):
+        return False
+    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
+                            "prlimit", "--as=1073741824", "--", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
 def check() -> str:
     """One line saying how student code will run; exits if it cannot run safely."""
     nbytes, cpu = limits()
-    if shutil.which("bwrap") and shutil.which("prlimit"):
+    if works():
         procs = (f"at most {max_procs()} processes and {2 * nbytes / 2**30:.1f} GiB in all per sandbox (PM_GRADE_PROCS)"
                  if cgroups_available() else "no cap on the number of processes (cgroups are not writable here)")
         return (f"Student code runs in a sandbox (bubblewrap): no network, no view of the repository, the course"
@@ -115,9 +127,9 @@ def check() -> str:
     if unsafe():
         return ("WARNING: bubblewrap (bwrap) is missing and UNSAFE=1 was given: student code runs as you, with"
                 " your files and network. Grade only work you trust.")
-    raise SystemExit("bubblewrap (bwrap) and prlimit are needed to run student code safely: install the Debian"
-                     " packages bubblewrap and util-linux (make grade does so as root), or pass UNSAFE=1 to run"
-                     " it unconfined, as you.")
+    raise SystemExit("bubblewrap (bwrap) and prlimit are needed to run student code safely, and bwrap must be"
+                     " allowed to create namespaces: install the Debian packages bubblewrap and util-linux (make"
+                     " grade does so as root), or pass UNSAFE=1 to run it unconfined, as you.")
 
 
 def hidden_paths() -> list[Path]:
@@ -161,6 +173,51 @@ def scratch_for(work: Path, runtime: Path) -> Path:
     return scratch
 
 
+OUTPUT_CAP = """\
+# Loaded by the grader's sandboxed kernel: a cell prints at most a megabyte per
+# stream. A loop that prints without end would otherwise fill the kernel's
+# memory faster than the output can be sent, and break every later cell.
+import sys
+
+from IPython import get_ipython
+
+LIMIT = 1_000_000
+
+
+class CappedStream:
+    def __init__(self, stream):
+        self._stream, self.written = stream, 0
+
+    def write(self, text):
+        room = LIMIT - self.written
+        self.written += len(text)
+        if room > 0:
+            self._stream.write(text[:room] + ("\\n[output cut by the grader]\\n" if len(text) > room else ""))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+sys.stdout, sys.stderr = CappedStream(sys.stdout), CappedStream(sys.stderr)
+
+
+def _new_cell(*args):
+    sys.stdout.written = sys.stderr.written = 0
+
+
+get_ipython().events.register("pre_execute", _new_cell)
+"""
+
+
+def output_cap(runtime: Path) -> Path:
+    """The start-up file that caps each cell's output (read-only in the sandbox)."""
+    path = runtime / "startup" / "output_cap.py"
+    path.parent.mkdir()
+    path.write_text(OUTPUT_CAP)
+    return path
+
+
 def bwrap_argv(work: Path, runtime: Path) -> list[str]:
     """The bubblewrap command line that confines a kernel to ``work`` (and its socket folder ``runtime``)."""
     nbytes, cpu = limits()
@@ -169,7 +226,9 @@ def bwrap_argv(work: Path, runtime: Path) -> list[str]:
         argv += ["--tmpfs", str(path)]
     for path in visible_again():
         argv += ["--ro-bind", str(path), str(path)]
+    startup = output_cap(runtime).parent
     argv += ["--bind", str(scratch_for(work, runtime)), str(work), "--bind", str(runtime), str(runtime),
+             "--ro-bind", str(startup), str(startup), "--setenv", "IPYTHONDIR", "/tmp/ipython",
              "--unshare-net", "--unshare-pid", "--die-with-parent",
              # ipykernel exits when its parent PID looks gone, and the grader's PID means nothing
              # in a new PID namespace: 1 tells it not to poll (the sandbox dies with the grader)
@@ -200,10 +259,11 @@ class SandboxKernelManager(AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
         work = Path(self._launch_args.get("cwd") or os.getcwd())
-        if not (shutil.which("bwrap") and shutil.which("prlimit")):
+        if not works():
             check()  # exits unless UNSAFE=1
             return cmd
-        argv = bwrap_argv(work, self._runtime) + cmd
+        argv = bwrap_argv(work, self._runtime) + cmd + [
+            f"--IPKernelApp.exec_files={self._runtime / 'startup' / 'output_cap.py'}"]
         self._cgroups = make_cgroup(self._runtime.name)
         if self._cgroups:  # join the cgroups first, so that everything the sandbox starts is counted
             join = 'for g; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; shift; done; shift; exec "$@"'

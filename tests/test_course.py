@@ -153,7 +153,9 @@ def test_grading_end_to_end(course, tmp_path):
 
     with open(course / "grades.csv") as f:
         rows = list(csv.DictReader(f))
-    score = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows}
+    score = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows if r["status"] == "graded"}
+    status = {(r["student_id"], r["assignment"]): r["status"] for r in rows}
+    assert status[("cy_loop", "02_averaging")] == "not submitted"
     for name, points in MAX_POINTS.items():
         assert score[("ada_full", name)] == points, (name, score[("ada_full", name)])
         assert score[("bob_blank", name)] == 0, name
