@@ -26,9 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME, POINTS = "03_subspace", 3
 TOKEN = uuid.uuid4().hex[:12]  # marks every file and process the attacks try to leave behind
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["sh", "-c", "command -v bwrap && command -v prlimit"], capture_output=True).returncode != 0,
-    reason="bubblewrap is not installed (make sandbox)")
+sys.path.insert(0, str(ROOT / "scripts"))
+import sandbox  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not sandbox.works() and os.environ.get("CI") != "true",
+                                reason="bubblewrap is not installed or cannot make namespaces here (make sandbox)")
 
 
 def attacks(course: Path, port: int) -> dict[str, str]:
