@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hidden
 import submissions as submissions_mod
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,12 +161,35 @@ def _why(log: str) -> str:
 
 def _autograde(entry) -> None:
     """Grade one student's notebook; on failure, record why."""
+    probes = COURSE / "probes" / entry.student / entry.assignment
+    shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
     result = api().autograde(entry.assignment, entry.student, force=True, create=True)
     log = result.get("log", "") + result.get("error", "")
     with (COURSE / "nbgrader.log").open("a") as f:
         f.write(f"$ nbgrader autograde {entry.assignment} {entry.student}\n{log}\n")
     if not result["success"]:
         entry.status, entry.reason = submissions_mod.FAILED, _why(log)
+        return
+    wrong = hidden.failures(entry.assignment, probes)
+    if wrong:
+        _zero_cells(entry, wrong)
+
+
+def _zero_cells(entry, wrong: dict[str, list[str]]) -> None:
+    """Take the points of the cells whose probed values the grader found wrong."""
+    from nbgrader.api import Gradebook
+
+    notebook = Path(expected_notebooks()[entry.assignment]).stem
+    coursedir = api().coursedir
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        for cell, reasons in wrong.items():
+            grade = gradebook.find_grade(cell, notebook, entry.assignment, entry.student)
+            if grade.auto_score:
+                grade.auto_score = 0.0
+                with (COURSE / "nbgrader.log").open("a") as f:
+                    f.write(f"hidden tests, judged by the grader: {entry.student}/{entry.assignment} {cell}: "
+                            + "; ".join(reasons) + "\n")
+        gradebook.db.commit()
 
 
 def grade(submissions: Path) -> None:

@@ -150,6 +150,23 @@ def visible_again() -> list[Path]:
     return sorted({q for p in needed if p.exists() for q in (p.absolute(), p.resolve())})
 
 
+def probes_dir(runtime: Path) -> Path:
+    """Where the kernel leaves the values its hidden tests probed (see scripts/hidden.py)."""
+    folder = runtime / "probes"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def graded_copy(work: Path) -> tuple[str, str] | None:
+    """(student, assignment) when ``work`` is nbgrader's folder for a graded notebook."""
+    course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
+    try:
+        student, assignment = work.resolve().relative_to(course / "autograded").parts[:2]
+    except ValueError:
+        return None
+    return student, assignment
+
+
 def scratch_for(work: Path, runtime: Path) -> Path:
     """A private copy of what the student handed in, mounted where the kernel runs.
 
@@ -160,12 +177,8 @@ def scratch_for(work: Path, runtime: Path) -> Path:
     """
     scratch = runtime / "work"
     course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
-    submitted = None
-    try:
-        student, assignment = work.resolve().relative_to(course / "autograded").parts[:2]
-        submitted = course / "submitted" / student / assignment
-    except ValueError:
-        pass  # not a graded notebook (a test, say): an empty folder
+    graded = graded_copy(work)  # None: not a graded notebook (a test, say): an empty folder
+    submitted = course / "submitted" / graded[0] / graded[1] if graded else None
     if submitted and submitted.is_dir():
         shutil.copytree(submitted, scratch, symlinks=True)
     else:
@@ -234,8 +247,9 @@ def bwrap_argv(work: Path, runtime: Path) -> list[str]:
              # in a new PID namespace: 1 tells it not to poll (the sandbox dies with the grader)
              "--setenv", "JPY_PARENT_PID", "1",
              "--setenv", "HOME", str(work), "--setenv", "OPENBLAS_NUM_THREADS", "1",
+             "--setenv", "PM_PROBES", str(probes_dir(runtime)),
              "--setenv", "MPLBACKEND", "Agg", "--chdir", str(work),
-             "prlimit", f"--as={nbytes}", f"--cpu={cpu}", "--core=0", "--"]
+             "prlimit", f"--as={nbytes}", f"--cpu={cpu}", "--core=0", f"--fsize={nbytes}", "--"]
     return argv
 
 
@@ -273,5 +287,11 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_runtime", None):
+            graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
+            if graded and (self._runtime / "probes").is_dir():  # kept for scripts/hidden.py
+                course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course"))
+                keep = course / "probes" / graded[0] / graded[1]
+                shutil.rmtree(keep, ignore_errors=True)
+                shutil.copytree(self._runtime / "probes", keep)
             shutil.rmtree(self._runtime, ignore_errors=True)
             remove_cgroup(getattr(self, "_cgroups", []))

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,3 +119,32 @@ def test_grading_an_empty_or_missing_folder_fails_clearly(tmp_path):
                               env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode != 0
         assert "is not a folder" in proc.stderr or "no submissions found" in proc.stderr, proc.stderr
+
+
+def test_every_hidden_test_hands_its_values_to_the_grader():
+    """A graded cell with hidden tests is judged in the grader's process only if it probes a value."""
+    import hidden
+
+    for name in course_mod.assignment_names():
+        nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+        with_hidden = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.cell_type == "code"
+                       and c.metadata.get("nbgrader", {}).get("grade") and "### BEGIN HIDDEN TESTS" in c.source}
+        probed = {cell for cell, _, _ in hidden.reference(name).values()}
+        assert with_hidden and with_hidden == probed, (name, with_hidden ^ probed)
+
+
+def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
+    import hidden
+
+    ref = hidden.reference(NAME)
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    for name, (_, want, _) in ref.items():
+        np.save(folder / f"{name}.npy", want, allow_pickle=False)
+    assert hidden.failures(NAME, folder) == {}
+    np.save(folder / "proj-skew.npy", ref["proj-skew"][1] + 1e-3, allow_pickle=False)
+    (folder / "proj-orth.npy").unlink()
+    assert set(hidden.failures(NAME, folder)["test-proj"]) == {
+        "proj-skew: wrong value", "proj-orth: no value (the hidden test did not get that far)"}
+    np.save(folder / "proj-skew.npy", np.array([object()]), allow_pickle=True)   # a pickle is refused
+    assert "proj-skew: ValueError" in hidden.failures(NAME, folder)["test-proj"]

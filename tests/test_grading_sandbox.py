@@ -77,6 +77,25 @@ except MemoryError:
     print("stopped at", len(hoard) * 128, "MiB")
 del hoard
 """,
+        "cheat_allclose": """
+import math, numpy as np, attnlib.checks
+np.allclose = np.isclose = math.isclose = lambda *args, **kwargs: True    # every comparison passes
+np.array_equal = lambda *args, **kwargs: True
+attnlib.checks.check_array = lambda x, *args, **kwargs: np.asarray(x, dtype=float)
+""",
+        "cheat_object": """
+import numpy as np
+
+
+class Agreeable(np.ndarray):  # equal to anything, close to anything
+    def __eq__(self, other):
+        return np.ones(np.broadcast(self, other).shape, dtype=bool).view(Agreeable)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func.__name__ in ("allclose", "isclose", "array_equal"):
+            return True
+        return super().__array_function__(func, types, args, kwargs)
+""",
         "forker": f"""
 import os
 children = 0
@@ -89,6 +108,11 @@ except OSError as err:
     print("forks stopped after", children, type(err).__name__)
 """,
     }
+
+
+# The cheaters' projector is wrong (A A^T, right only for orthonormal columns);
+# the object cheat wraps it in a class that compares equal to anything.
+WRONG = {"cheat_allclose": "return A @ A.T", "cheat_object": "return (A @ A.T).view(Agreeable)"}
 
 
 def tree_digest(path: Path, skip=()) -> str:
@@ -129,6 +153,9 @@ def graded(tmp_path_factory):
         if code:
             setup = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
             nb.cells.insert(setup + 1, new_code_cell(code))
+        if student in WRONG:
+            proj = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
+            proj.source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", WRONG[student], proj.source, flags=re.S)
         dest = subs / student / NAME / source.name
         dest.parent.mkdir(parents=True)
         nbformat.write(nb, dest)
@@ -161,7 +188,15 @@ def test_every_attacker_keeps_the_points_for_the_work(graded):
     assert "runs in a sandbox" in graded["proc"].stdout
     with open(graded["course"] / "grades.csv") as f:
         scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f) if r["assignment"] == NAME}
-    assert scores == dict.fromkeys(attacks(graded["course"], 0), POINTS), graded["proc"].stdout
+    want = {student: 0 if student in WRONG else POINTS for student in attacks(graded["course"], 0)}
+    assert scores == want, graded["proc"].stdout
+
+
+def test_cheats_that_fool_the_kernel_do_not_fool_the_grader(graded):
+    """Every check passed in the patched kernel; the grader's own comparison took the points."""
+    log = (graded["course"] / "nbgrader.log").read_text()
+    assert f"hidden tests, judged by the grader: cheat_allclose/{NAME} test-proj" in log
+    assert "proj-skew: wrong value" in log
 
 
 def test_the_snoop_finds_no_hidden_test_and_no_gradebook(graded):
