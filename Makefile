@@ -69,10 +69,12 @@ assignments: $(STAMP)
 	$(BIN)/python scripts/course.py assignments
 
 # Student code runs in a bubblewrap sandbox; MEMORY and CPU cap each kernel process
-# (defaults 2G and 120 s); UNSAFE=1 grades without a sandbox where bwrap is missing.
+# (defaults 2G and 120 s); JOBS notebooks run at once (default: the number of cores);
+# UNSAFE=1 grades without a sandbox where bwrap is missing.
 grade: $(STAMP) sandbox
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR  (DIR/<student>/<assignment>/<notebook>.ipynb)"; exit 2; }
 	PM_GRADE_UNSAFE="$(UNSAFE)" $(if $(MEMORY),PM_GRADE_MEMORY="$(MEMORY)") $(if $(CPU),PM_GRADE_CPU="$(CPU)") \
+	    $(if $(JOBS),PM_GRADE_JOBS="$(JOBS)") \
 	    $(BIN)/python scripts/course.py grade "$(SUBMISSIONS)"
 
 # Debian's bubblewrap (and util-linux's prlimit) for grading, installed where this user can.

@@ -13,7 +13,8 @@ c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE, "gradebook.db")
+# parallel graders (JOBS) take turns writing: wait for the lock rather than fail
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE, "gradebook.db") + "?timeout=60"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 
 # Student code can loop forever: stop each cell after 10 s and grade what ran.

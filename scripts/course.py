@@ -159,37 +159,75 @@ def _why(log: str) -> str:
     return errors[-1].removeprefix("[ERROR]").strip()[:200] if errors else "nbgrader could not grade it"
 
 
-def _autograde(entry) -> None:
-    """Grade one student's notebook; on failure, record why."""
+def _autograde(entry) -> tuple[str, str, str]:
+    """Grade one student's notebook: (status, reason, log). Runs in a worker process when JOBS > 1."""
     probes = COURSE / "probes" / entry.student / entry.assignment
     shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
     result = api().autograde(entry.assignment, entry.student, force=True, create=True)
-    log = result.get("log", "") + result.get("error", "")
-    with (COURSE / "nbgrader.log").open("a") as f:
-        f.write(f"$ nbgrader autograde {entry.assignment} {entry.student}\n{log}\n")
+    log = f"$ nbgrader autograde {entry.assignment} {entry.student}\n" + result.get("log", "") + result.get("error", "")
     if not result["success"]:
-        entry.status, entry.reason = submissions_mod.FAILED, _why(log)
-        return
+        return submissions_mod.FAILED, _why(log), log
     wrong = hidden.failures(entry.assignment, probes)
     if wrong:
-        _zero_cells(entry, wrong)
+        log += _zero_cells(entry, wrong)
+    return entry.status, entry.reason, log
 
 
-def _zero_cells(entry, wrong: dict[str, list[str]]) -> None:
-    """Take the points of the cells whose probed values the grader found wrong."""
+def _worker_start() -> None:
+    """A grading worker makes its own nbgrader API and gradebook connection (never a forked one)."""
+    api.cache_clear()
+
+
+def jobs() -> int:
+    raw = os.environ.get("PM_GRADE_JOBS", "")
+    try:
+        n = int(raw) if raw else os.cpu_count() or 1
+    except ValueError:
+        sys.exit(f"JOBS={raw!r} must be a whole number of notebooks to grade at once")
+    if n < 1:
+        sys.exit(f"JOBS={n}: at least one notebook must be graded at a time")
+    return n
+
+
+def _autograde_all(entries) -> None:
+    """Grade every gradeable entry, JOBS at a time; each notebook in its own kernel and sandbox.
+
+    Workers share nbgrader's SQLite gradebook: SQLite serialises their writes
+    (each autograde is a few short transactions), and the log is written here,
+    in submission order, so the result is the same for any JOBS.
+    """
+    import concurrent.futures
+    import multiprocessing
+
+    todo = [e for e in entries if e.status == submissions_mod.GRADED]
+    n = min(jobs(), len(todo))
+    if n <= 1:
+        results = [_autograde(e) for e in todo]
+    else:
+        context = multiprocessing.get_context("fork")  # the workers inherit the loaded modules
+        with concurrent.futures.ProcessPoolExecutor(n, mp_context=context, initializer=_worker_start) as pool:
+            results = list(pool.map(_autograde, todo))
+    with (COURSE / "nbgrader.log").open("a") as f:
+        for entry, (status, reason, log) in zip(todo, results):
+            entry.status, entry.reason = status, reason
+            f.write(log + "\n")
+
+
+def _zero_cells(entry, wrong: dict[str, list[str]]) -> str:
+    """Take the points of the cells whose probed values the grader found wrong; what to log."""
     from nbgrader.api import Gradebook
 
     notebook = Path(expected_notebooks()[entry.assignment]).stem
-    coursedir = api().coursedir
+    coursedir, log = api().coursedir, ""
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         for cell, reasons in wrong.items():
             grade = gradebook.find_grade(cell, notebook, entry.assignment, entry.student)
             if grade.auto_score:
                 grade.auto_score = 0.0
-                with (COURSE / "nbgrader.log").open("a") as f:
-                    f.write(f"hidden tests, judged by the grader: {entry.student}/{entry.assignment} {cell}: "
-                            + "; ".join(reasons) + "\n")
+                log += (f"hidden tests, judged by the grader: {entry.student}/{entry.assignment} {cell}: "
+                        + "; ".join(reasons) + "\n")
         gradebook.db.commit()
+    return log
 
 
 def grade(submissions: Path) -> None:
@@ -197,6 +235,7 @@ def grade(submissions: Path) -> None:
     import sandbox
 
     print(sandbox.check())
+    print(f"Grading {jobs()} notebook(s) at a time (JOBS).")
     if not submissions.is_dir():
         sys.exit(f"SUBMISSIONS={submissions} is not a folder")
     os.environ["PM_SUBMISSIONS"] = str(submissions)  # hidden from the kernels, like the course folder
@@ -225,9 +264,7 @@ def grade(submissions: Path) -> None:
         dest.mkdir(parents=True)
         shutil.copy(entry.file, dest / expected[entry.assignment])  # copied, never moved
         _drop_duplicate_cells(dest / expected[entry.assignment], f"{entry.student}/{entry.assignment}")
-    for entry in entries:
-        if entry.status == submissions_mod.GRADED:
-            _autograde(entry)  # one at a time: a broken notebook cannot take the others down
+    _autograde_all(entries)  # each in its own kernel: a broken notebook cannot take the others down
     for name in sorted({e.assignment for e in entries if e.status == submissions_mod.GRADED}):
         step("generate_feedback", name, force=True, check=False)
     _read_scores(entries)

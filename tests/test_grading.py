@@ -148,3 +148,25 @@ def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
         "proj-skew: wrong value", "proj-orth: no value (the hidden test did not get that far)"}
     np.save(folder / "proj-skew.npy", np.array([object()]), allow_pickle=True)   # a pickle is refused
     assert "proj-skew: ValueError" in hidden.failures(NAME, folder)["test-proj"]
+
+
+def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
+    """JOBS=2 writes the gradebook from two processes: the grades are those of JOBS=1."""
+    subs = tmp_path / "class"
+    solved = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
+    release_like = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
+    proj = next(c for c in release_like.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
+    proj.source = proj.source.split("### BEGIN SOLUTION")[0] + "return A @ A.T\n"
+    for i in range(4):
+        dest = subs / f"s{i}" / NAME / NOTEBOOK
+        dest.parent.mkdir(parents=True)
+        nbformat.write(solved if i % 2 else release_like, dest)
+    grades = {}
+    for jobs in ("1", "2"):
+        env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / f"course{jobs}"), PM_GRADE_JOBS=jobs)
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "grade", str(subs)],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0 and f"Grading {jobs} notebook(s) at a time" in proc.stdout, proc.stdout
+        grades[jobs] = (tmp_path / f"course{jobs}" / "grades.csv").read_text()
+    assert grades["1"] == grades["2"]
+    assert grades["1"].count(f"{NAME},graded,,3,3") == 2 and grades["1"].count(f"{NAME},graded,,0,3") == 2

@@ -1,0 +1,148 @@
+"""Grading speed: the same synthetic class graded three ways, side by side.
+
+1. nbgrader's own CLI, ``nbgrader autograde <assignment>`` once per assignment
+   (with this repository's configuration, so its kernels are sandboxed too);
+2. ``make grade`` with ``JOBS=1``;
+3. ``make grade`` with ``JOBS`` = the number of cores.
+
+Each contender starts from a copy of the same prepared course folder and is
+timed in its own block; the peak memory is the largest total resident size of
+its process tree, sampled every 0.1 s.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENTS = ["01_copying", "02_averaging", "03_subspace", "05_two_heads"]
+KINDS = ("full", "partial", "blank", "error")
+OVERHEAD = 2**30  # the grader itself and nbgrader, beside the kernels' caps
+
+
+def _source(name):
+    return next((ROOT / "exercises" / name).glob("*.ipynb"))
+
+
+def make_class(folder: Path, course: Path, students: int) -> int:
+    """DIR/<student>/<assignment>/<notebook>: full, partial, blank and erroring work in turn."""
+    n = 0
+    for s in range(students):
+        kind = KINDS[s % len(KINDS)]
+        for name in ASSIGNMENTS:
+            if kind == "blank":
+                nb = nbformat.read(next((course / "release" / name).glob("*.ipynb")), as_version=4)
+            else:
+                nb = nbformat.read(_source(name), as_version=4)
+                for cell in nb.cells:  # what students hand in has no hidden tests
+                    cell.source = re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", cell.source, flags=re.S)
+                solutions = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")
+                             and c.cell_type == "code"]
+                if kind == "partial":
+                    solutions[-1].source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION",
+                                                  "raise NotImplementedError()", solutions[-1].source, flags=re.S)
+                if kind == "error":
+                    solutions[0].source += "\n\nraise RuntimeError('a stray line left in')"
+            dest = folder / f"student{s:02d}" / name / _source(name).name
+            dest.parent.mkdir(parents=True)
+            nbformat.write(nb, dest)
+            n += 1
+    return n
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack += children.get(p, [])
+    return total
+
+
+def run_measured(cmds: list[list[str]], env: dict) -> tuple[float, int, bool]:
+    """(seconds, peak bytes of the process tree, all succeeded) for commands run one after another."""
+    peak, ok, start = 0, True, time.perf_counter()
+    for cmd in cmds:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = threading.Event()
+
+        def sample():
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, _tree_rss(proc.pid))
+                time.sleep(0.1)
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        ok &= proc.wait() == 0
+        done.set()
+        sampler.join()
+    return time.perf_counter() - start, peak, ok
+
+
+def rows_grading(students: int = 8) -> list[tuple]:
+    cores = os.cpu_count() or 1
+    tmp = Path(tempfile.mkdtemp(prefix="pm-bench-grading-"))
+    try:
+        template = tmp / "template"
+        env = dict(os.environ, PM_COURSE_DIR=str(template))
+        subprocess.run([sys.executable, "scripts/course.py", "assignments"], cwd=ROOT, env=env, check=True,
+                       capture_output=True)
+        n = make_class(tmp / "class", template, students)
+        results = {}
+        # 1. nbgrader's CLI: its own layout (course/submitted), one autograde per assignment
+        course = tmp / "cli"
+        shutil.copytree(template, course)
+        for student in (tmp / "class").iterdir():
+            shutil.copytree(student, course / "submitted" / student.name)
+        nbgrader = str(Path(sys.executable).parent / "nbgrader")
+        results["cli"] = run_measured([[nbgrader, "autograde", a, "--force", "--create"] for a in ASSIGNMENTS],
+                                      dict(os.environ, PM_COURSE_DIR=str(course)))
+        # 2. and 3. make grade, JOBS=1 and JOBS=cores
+        for jobs in (1, cores):
+            course = tmp / f"jobs{jobs}"
+            shutil.copytree(template, course)
+            results[jobs] = run_measured(
+                [[sys.executable, "scripts/course.py", "grade", str(tmp / "class")]],
+                dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_JOBS=str(jobs)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def per_min(r):
+        return n / r[0] * 60
+
+    case = f"{students}x{len(ASSIGNMENTS)} notebooks"
+    cap = 2 * 2**30  # PM_GRADE_MEMORY's default
+    return [
+        (case, "nbgrader CLI notebooks/min", 1.0, "reference", f"{per_min(results['cli']):.1f}/min, "
+         f"{results['cli'][0]:.0f} s, peak {results['cli'][1] / 2**20:.0f} MiB, ok={results['cli'][2]}"),
+        (case, "make grade JOBS=1 / CLI", per_min(results[1]) / per_min(results["cli"]), "notebooks/min ratio",
+         f"{per_min(results[1]):.1f}/min, {results[1][0]:.0f} s, peak {results[1][1] / 2**20:.0f} MiB, ok={results[1][2]}"),
+        (case, f"make grade JOBS={cores} / CLI", per_min(results[cores]) / per_min(results["cli"]), "target >= 2",
+         f"{per_min(results[cores]):.1f}/min, {results[cores][0]:.0f} s, peak {results[cores][1] / 2**20:.0f} MiB,"
+         f" ok={results[cores][2]}"),
+        (case, f"JOBS={cores} / JOBS=1", per_min(results[cores]) / per_min(results[1]), "target >= 1.6", ""),
+        (case, f"peak memory JOBS={cores}", results[cores][1] / (cores * cap + OVERHEAD),
+         f"target < 1 ({cores} x 2 GiB cap + 1 GiB)", f"{results[cores][1] / 2**20:.0f} MiB"),
+    ]
