@@ -97,6 +97,7 @@ def _move_solutions(chapter, docname, number, appendix):
         title = chapter.next_node(nodes.title).deepcopy()
         section = nodes.section("", nodes.title("", "", *title.children), ids=[f"pm-solutions-{number}"])
         section.extend(moved)
+        appendix.append(_latex(f"%% pm-solutions-of: {docname}"))  # for tests/pdf: whose figures these are
         appendix.append(section)
     return bool(moved)
 

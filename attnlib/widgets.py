@@ -173,7 +173,7 @@ class Explorer:
         grid.text(0.5, 0.1 / (nrows * cell_h + 0.45), caption, ha="center", va="bottom", fontsize=8,
                   wrap=True, style="italic")
         out = io.BytesIO()
-        grid.savefig(out, format="png", dpi=dpi)
+        grid.savefig(out, format="png", dpi=dpi, metadata={"Description": caption})
         return out.getvalue()
 
     def widget(self):
