@@ -32,11 +32,21 @@ $(STAMP): requirements.txt pyproject.toml
 	@mkdir -p $(VENV)/etc/ipython && echo "c.IPKernelApp.log_level = 'ERROR'" > $(VENV)/etc/ipython/ipython_kernel_config.py
 	@touch $@
 
-install: $(STAMP)
+# The same kernel configuration, where PM_FIGURE_FORMATS=png,pdf (set by make book and
+# make pdf) adds each figure's vector form, which the PDF prints; the site shows the PNG,
+# and notebooks and nbval keep PNG only.
+KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
+$(KERNEL_CONFIG): Makefile $(STAMP)
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "c.IPKernelApp.log_level = 'ERROR'" "import os" \
+	    "if os.environ.get('PM_FIGURE_FORMATS'):" \
+	    "    c.InlineBackend.figure_formats = set(os.environ['PM_FIGURE_FORMATS'].split(','))" > $@
+
+install: $(STAMP) $(KERNEL_CONFIG)
 
 # --- the book -------------------------------------------------------------
-book: $(STAMP)
-	$(BIN)/jupyter-book build . $(JB_FLAGS)
+book: $(STAMP) $(KERNEL_CONFIG)
+	PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo
 	@echo "Open file://$(CURDIR)/_build/html/index.html  (or: make serve)"
 
@@ -45,7 +55,7 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
-test: $(STAMP)
+test: $(STAMP) $(KERNEL_CONFIG)
 	$(BIN)/python -m pytest tests attnlib --ignore=tests/site $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
@@ -78,7 +88,7 @@ EDITION ?= self-study
 PDF_FRESH ?= --all
 PDF_NAME := patterns-and-messages
 LATEXMK_OPTS := -interaction=nonstopmode -halt-on-error
-pdf: $(STAMP) tex
+pdf: $(STAMP) $(KERNEL_CONFIG) tex
 ifeq ($(EDITION),course)
 	$(BIN)/python scripts/course.py book
 	$(BIN)/jupyter-book build course/book-src --builder latex --path-output course/book --warningiserror --nitpick --keep-going
@@ -90,7 +100,7 @@ ifeq ($(EDITION),course)
 	@test ! -d course/book/_build/html || cp course/book/_build/pdf/$(PDF_NAME)-course.pdf course/book/_build/html/$(PDF_NAME).pdf
 	@echo "Course edition PDF: course/book/_build/pdf/$(PDF_NAME)-course.pdf"
 else ifeq ($(EDITION),self-study)
-	$(BIN)/jupyter-book build . --builder latex $(PDF_FRESH) --warningiserror --nitpick --keep-going
+	PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . --builder latex $(PDF_FRESH) --warningiserror --nitpick --keep-going
 	$(MAKE) -C _build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
 	    || { tail -40 _build/latex/$(PDF_NAME).log; exit 1; }
 	@mkdir -p _build/pdf
