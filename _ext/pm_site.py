@@ -93,13 +93,28 @@ def _move_solutions(chapter, docname, number, appendix):
         block.rawsource = block.astext()
         moved.append(_latex("\\label{" + label + "}"))
         moved.append(cell)
+    _appendix_section(appendix, chapter, docname, f"Exercise {number}: ", moved)
+
+
+def _appendix_section(appendix, chapter, docname, prefix, moved):
     if moved:
         title = chapter.next_node(nodes.title).deepcopy()
-        section = nodes.section("", nodes.title("", "", *title.children), ids=[f"pm-solutions-{number}"])
+        section = nodes.section("", nodes.title("", prefix, *title.children), ids=[f"pm-solutions-{docname}"])
         section.extend(moved)
         appendix.append(_latex(f"%% pm-solutions-of: {docname}"))  # for tests/pdf: whose figures these are
         appendix.append(section)
-    return bool(moved)
+
+
+def _move_check_solutions(chapter, docname, number, appendix):
+    """Move the solutions of a chapter's "check your understanding" (folded on the site) to the appendix."""
+    from sphinx_exercise.nodes import solution_node
+
+    moved = []
+    for i, solution in enumerate(list(chapter.findall(solution_node))):
+        label = f"pmsol:{docname}:{i}"
+        solution.replace_self(_latex("\\sphinxAtStartPar\\textit{Solution: page~\\pageref{" + label + "}.}\\par"))
+        moved += [_latex("\\label{" + label + "}"), solution]
+    _appendix_section(appendix, chapter, docname, f"Chapter {number}: ", moved)
 
 
 def _print_structure(app, doctree, docname):
@@ -111,8 +126,8 @@ def _print_structure(app, doctree, docname):
     becomes unnumbered front matter; each toctree caption a ``\\part``; each
     page a chapter, numbered by LaTeX as on the site (the number written in
     the site's title is taken out, after checking that they agree); the
-    exercises a part numbered Exercise 1, 2, ...; the exercises' solutions an
-    appendix; the back matter appendices, with an unnumbered bibliography.
+    exercises a part numbered Exercise 1, 2, ...; the solutions (the exercises'
+    and those of the chapters' questions, all folded on the site) an appendix; the back matter appendices, with an unnumbered bibliography.
     """
     if app.builder.format != "latex" or docname != app.config.root_doc:
         return
@@ -135,7 +150,7 @@ def _print_structure(app, doctree, docname):
     root.append(front)
     root.append(_latex("\\setcounter{secnumdepth}{0}"))
     chapter_no = exercise_no = 0
-    appendix = nodes.section("", nodes.title("", "Solutions to the exercises"), ids=["pm-solutions"])
+    appendix = nodes.section("", nodes.title("", "Solutions"), ids=["pm-solutions"])
     for caption, wrapper in zip(captions, wrappers):
         docs = [s for s in wrapper.children if isinstance(s, addnodes.start_of_file)]
         exercises = caption == app.config.pm_print_exercises_part
@@ -162,6 +177,7 @@ def _print_structure(app, doctree, docname):
             elif not back and chapter is not None:
                 chapter_no += 1
                 _strip_number(chapter, _CHAPTER_NUMBER, chapter_no, doc["docname"])
+                _move_check_solutions(chapter, doc["docname"], chapter_no, appendix)
             root.append(doc)
 
 
