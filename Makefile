@@ -56,7 +56,7 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG)
-	$(BIN)/python -m pytest tests attnlib --ignore=tests/site $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
+	$(BIN)/python -m pytest tests attnlib --ignore=tests/site --ignore=tests/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
