@@ -11,12 +11,13 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
 PARALLEL ?= 2
 
-.PHONY: help install book serve test browser sandbox bench model notebooks assignments grade course-book clean
+.PHONY: help install book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book clean
 
 help:
 	@echo "make book     build the HTML book into _build/html (installs first)"
 	@echo "make test     run every test (installs first)"
 	@echo "make serve    serve the built book on http://127.0.0.1:8000"
+	@echo "make pdf      build the PDF edition, _build/pdf/patterns-and-messages.pdf (EDITION=course: no solutions)"
 	@echo "make bench    benchmarks (not part of make test)"
 	@echo "make model    retrain the shipped models (needs PyTorch CPU; installs torch==2.13.0 if it can)"
 	@echo "make assignments / make grade SUBMISSIONS=DIR / make course-book   course workflow"
@@ -31,11 +32,21 @@ $(STAMP): requirements.txt pyproject.toml
 	@mkdir -p $(VENV)/etc/ipython && echo "c.IPKernelApp.log_level = 'ERROR'" > $(VENV)/etc/ipython/ipython_kernel_config.py
 	@touch $@
 
-install: $(STAMP)
+# The same kernel configuration, where PM_FIGURE_FORMATS=png,pdf (set by make book and
+# make pdf) adds each figure's vector form, which the PDF prints; the site shows the PNG,
+# and notebooks and nbval keep PNG only.
+KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
+$(KERNEL_CONFIG): Makefile $(STAMP)
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "c.IPKernelApp.log_level = 'ERROR'" "import os" \
+	    "if os.environ.get('PM_FIGURE_FORMATS'):" \
+	    "    c.InlineBackend.figure_formats = set(os.environ['PM_FIGURE_FORMATS'].split(','))" > $@
+
+install: $(STAMP) $(KERNEL_CONFIG)
 
 # --- the book -------------------------------------------------------------
-book: $(STAMP)
-	$(BIN)/jupyter-book build . $(JB_FLAGS)
+book: $(STAMP) $(KERNEL_CONFIG)
+	PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo
 	@echo "Open file://$(CURDIR)/_build/html/index.html  (or: make serve)"
 
@@ -44,13 +55,17 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
-test: $(STAMP) sandbox
-	$(BIN)/python -m pytest tests attnlib --ignore=tests/site $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
+test: $(STAMP) $(KERNEL_CONFIG) sandbox
+	$(BIN)/python -m pytest tests attnlib --ignore=tests/site --ignore=tests/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
 	$(MAKE) --no-print-directory browser
 	$(BIN)/python -m pytest tests/site
+	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=).
+	$(MAKE) --no-print-directory pdf PDF_FRESH=
+	$(MAKE) --no-print-directory pdf EDITION=course
+	$(BIN)/python -m pytest tests/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
 # Debian's Chromium for the browser test, installed where this user can (root + apt).
@@ -62,6 +77,52 @@ browser:
 	        || echo "could not install chromium: the browser test will skip (and fail under CI=true)"; \
 	else \
 	    echo "chromium is missing and this user cannot apt-get it: the browser test will skip (and fail under CI=true)"; \
+	fi
+
+# --- the PDF edition ----------------------------------------------------------
+# XeLaTeX through Sphinx's LaTeX builder. The self-study edition has the
+# solutions in an appendix; EDITION=course uses the student versions (like
+# make course-book): no solutions, no hidden tests. A fresh build re-executes
+# every notebook; PDF_FRESH= reuses those of the last book build instead.
+EDITION ?= self-study
+PDF_FRESH ?= --all
+PDF_NAME := patterns-and-messages
+LATEXMK_OPTS := -interaction=nonstopmode -halt-on-error
+pdf: $(STAMP) $(KERNEL_CONFIG) tex
+ifeq ($(EDITION),course)
+	$(BIN)/python scripts/course.py book
+	$(BIN)/jupyter-book build course/book-src --builder latex --path-output course/book --warningiserror --nitpick --keep-going
+	$(MAKE) -C course/book/_build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
+	    || { tail -40 course/book/_build/latex/$(PDF_NAME).log; exit 1; }
+	@mkdir -p course/book/_build/pdf
+	cp course/book/_build/latex/$(PDF_NAME).pdf course/book/_build/pdf/$(PDF_NAME)-course.pdf
+	cp course/book/_build/latex/$(PDF_NAME).log course/book/_build/pdf/$(PDF_NAME)-course.log
+	@test ! -d course/book/_build/html || cp course/book/_build/pdf/$(PDF_NAME)-course.pdf course/book/_build/html/$(PDF_NAME).pdf
+	@echo "Course edition PDF: course/book/_build/pdf/$(PDF_NAME)-course.pdf"
+else ifeq ($(EDITION),self-study)
+	PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . --builder latex $(PDF_FRESH) --warningiserror --nitpick --keep-going
+	$(MAKE) -C _build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
+	    || { tail -40 _build/latex/$(PDF_NAME).log; exit 1; }
+	@mkdir -p _build/pdf
+	cp _build/latex/$(PDF_NAME).pdf _build/latex/$(PDF_NAME).log _build/pdf/
+	@# beside the site too, where the intro's download link points
+	@test ! -d _build/html || cp _build/pdf/$(PDF_NAME).pdf _build/html/
+	@echo "PDF: _build/pdf/$(PDF_NAME).pdf"
+else
+	@echo "EDITION must be self-study (the default) or course, not '$(EDITION)'"; exit 2
+endif
+
+# Debian's TeX packages for the PDF, installed where this user can (root + apt).
+TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy fonts-freefont-otf poppler-utils
+tex:
+	@missing=; for c in xelatex latexmk xindy pdftotext pdftoppm fc-list; do command -v $$c >/dev/null || missing=1; done; \
+	if [ -z "$$missing" ] && fc-list | grep -q FreeSerif; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing the TeX packages for the PDF: $(TEX_PACKAGES)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEX_PACKAGES)) >/dev/null \
+	        || { echo "could not install them: apt-get install $(TEX_PACKAGES)"; exit 1; }; \
+	else \
+	    echo "the PDF needs Debian's $(TEX_PACKAGES): ask an administrator to apt-get install them"; exit 1; \
 	fi
 
 # --- the course (nbgrader) ----------------------------------------------------

@@ -7,7 +7,9 @@ one value of a parameter (β, the noise level, a head). The same object gives
   kernel: Jupyter, Colab, Binder);
 * :meth:`Explorer.scrubber`: every frame rendered in advance into a
   self-contained HTML player (matplotlib's ``to_jshtml``) with a slider that
-  works on the static site, offline, with no kernel and nothing from a CDN.
+  works on the static site, offline, with no kernel and nothing from a CDN;
+  its print form (:meth:`Explorer.frames_png`, what the PDF shows) is a grid
+  of a few frames with a caption.
 
 The explorers below are the ones the book uses.
 """
@@ -111,6 +113,69 @@ class Explorer:
         Image.fromarray(np.asarray(self.fig.canvas.buffer_rgba())).save(buf, format="png")
         return buf.getvalue()
 
+    def frames_png(self, max_frames=None, width=6.5, dpi=200) -> bytes:
+        """The print form: a few frames side by side, with a caption, as PNG bytes.
+
+        Frames are spread evenly from the first value to the last. A narrow
+        figure gets two columns and four frames, a wide one a column of two.
+
+        Parameters
+        ----------
+        max_frames : int, optional
+            How many frames at most (default 4, or 2 for a wide figure).
+        width : float
+            Width of the grid in inches (a printed page's text width).
+        dpi : int
+            Resolution of the PNG.
+        """
+        import io
+
+        from matplotlib.figure import Figure
+
+        fig_w, fig_h = self.fig.get_size_inches()
+        ncols = 2 if fig_w <= 5.2 else 1
+        max_frames = 2 * ncols if max_frames is None else max_frames
+        if max_frames < 1:
+            raise ValueError(f"max_frames must be at least 1, got {max_frames}")
+        shown = sorted(set(np.linspace(0, len(self.values) - 1, min(max_frames, len(self.values)))
+                           .round().astype(int).tolist()))
+        frames = []
+        for artist in self.artists:  # saved frames are full draws
+            artist.set_animated(False)
+        try:
+            for i in shown:
+                self._update(self.values[i])
+                buf = io.BytesIO()
+                self.fig.savefig(buf, format="png", dpi=dpi, facecolor=self.fig.get_facecolor())
+                buf.seek(0)
+                frames.append(plt.imread(buf))
+        finally:  # back to the first value, as the live figure expects
+            self._update(self.values[0])
+            for artist in self.artists:
+                artist.set_animated(True)
+            self.fig.canvas.draw()
+            self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+            self.update(self.values[0])
+        nrows = -(-len(frames) // ncols)
+        cell_h = width / ncols * fig_h / fig_w
+        caption = (f"Frames of the interactive figure ({self.name}: "
+                   + ", ".join(self.labels[i] for i in shown)
+                   + f"). The web edition and the notebook have a slider over all {len(self.values)} settings.")
+        grid = Figure(figsize=(width, nrows * cell_h + 0.45), facecolor="white")
+        FigureCanvasAgg(grid)
+        axes = grid.subplots(nrows, ncols, squeeze=False,
+                             gridspec_kw=dict(left=0, right=1, top=1, bottom=0.45 / (nrows * cell_h + 0.45),
+                                              wspace=0.02, hspace=0.02))
+        for ax in axes.flat:
+            ax.set_axis_off()
+        for ax, frame in zip(axes.flat, frames):
+            ax.imshow(frame, interpolation="lanczos")
+        grid.text(0.5, 0.1 / (nrows * cell_h + 0.45), caption, ha="center", va="bottom", fontsize=8,
+                  wrap=True, style="italic")
+        out = io.BytesIO()
+        grid.savefig(out, format="png", dpi=dpi, metadata={"Description": caption})
+        return out.getvalue()
+
     def widget(self):
         """ipywidgets controls and the live figure (Jupyter only)."""
         import ipywidgets as widgets
@@ -137,9 +202,10 @@ class Explorer:
         return widgets.VBox([*boxes, out])
 
     def scrubber(self, fps=2):
-        """Every frame rendered in advance, with a slider: works with no kernel, offline."""
-        from IPython.display import HTML
+        """Every frame rendered in advance, with a slider: works with no kernel, offline.
 
+        Returns a :class:`Scrubber`: the HTML player, and a grid of frames for print.
+        """
         for artist in self.artists:  # saved frames are full draws
             artist.set_animated(False)
         anim = animation.FuncAnimation(self.fig, lambda i: self._update(self.values[i]),
@@ -153,9 +219,37 @@ class Explorer:
         page = page.replace('type="range" class="anim-slider"',
                             f'type="range" class="anim-slider" aria-label="{html.escape(self.name)}"'
                             f' title="{html.escape(caption)}"', 1)
-        return HTML(f'<div class="pm-scrubber">{page}'
-                    f'<p class="pm-scrubber-legend">{html.escape(self.name)} at each slider position —'
-                    f' {html.escape(caption)}</p></div>')
+        return Scrubber(f'<div class="pm-scrubber">{page}'
+                        f'<p class="pm-scrubber-legend">{html.escape(self.name)} at each slider position —'
+                        f' {html.escape(caption)}</p></div>', png=self.frames_png())
+
+
+class Scrubber:
+    """A pre-rendered scrubber: an HTML player that carries its print form.
+
+    Displayed in a notebook, it stores both: the web page shows the HTML
+    player (``text/html``), the PDF, whose builder prefers images to HTML,
+    the grid of frames (``image/png``, from :meth:`Explorer.frames_png`).
+
+    Parameters
+    ----------
+    data : str
+        The self-contained HTML player.
+    png : bytes
+        The print form.
+    """
+
+    def __init__(self, data, png):
+        self.data, self.png = data, png
+
+    def _repr_html_(self):
+        return self.data
+
+    def _repr_png_(self):
+        return self.png
+
+    def __repr__(self):
+        return "<pre-rendered scrubber and its print form>"
 
 
 def beta_explorer(keys, q_direction, betas=(0, 0.5, 1, 2, 3, 5, 8, 12), labels=None,

@@ -91,3 +91,22 @@ def test_model_explorer_shows_each_heads_pattern_and_its_largest_circuit_entries
     labels = [t.get_text() for t in bar_ax.get_yticklabels()]
     a, b = np.unravel_index(ov[2].argmax(), ov[2].shape)
     assert labels[0] == f"{model.token_names[a]} → {model.token_names[b]}"
+
+
+def test_print_form_is_a_grid_of_frames_and_leaves_the_figure_as_it_was(explorers):
+    from PIL import Image
+    import io
+
+    for name, e in explorers.items():
+        before = e.png()
+        grid = e.frames_png()
+        assert grid.startswith(b"\x89PNG"), name
+        assert e.png() == before, f"{name}: drawing the print form changed the live figure"
+        width, height = Image.open(io.BytesIO(grid)).size
+        assert width == 6.5 * 200, (name, width)
+        one = e.frames_png(max_frames=1)
+        assert Image.open(io.BytesIO(one)).size[1] < height, f"{name}: one frame is not smaller than several"
+        s = e.scrubber()
+        assert s._repr_html_() == s.data and s._repr_png_().startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="max_frames"):
+        explorers["beta"].frames_png(max_frames=0)
