@@ -63,17 +63,22 @@ def _strip_number(section, pattern, expected, docname):
 
 
 def _move_solutions(chapter, docname, number, appendix):
-    """Move an exercise's solution cells (and the checks that hold hidden tests) to the appendix.
+    """Move an exercise's solution cells, model answers and checks with hidden tests to the appendix.
 
     In their place the exercise says on which page they are. A student version
     (the course edition) has no such cells, so nothing moves and no appendix is made.
     """
-    cells = [c for c in chapter.findall(nodes.container) if c.get("nb_element") == "cell_code"]
+    def secret(node):
+        if isinstance(node, nodes.container) and node.get("nb_element") == "cell_code":
+            block = node.next_node(nodes.literal_block)
+            return block is not None and bool(_SECRET.search(block.astext()))
+        # a written question's model answer, folded on the site
+        title = node.next_node(nodes.title) if isinstance(node, nodes.admonition) else None
+        return title is not None and "dropdown" in node.get("classes", []) and title.astext() == "Model answer"
+
     moved = []
-    for cell in cells:
-        block = cell.next_node(nodes.literal_block)
-        if block is None or not _SECRET.search(block.astext()):
-            continue
+    for cell in list(chapter.findall(secret)):
+        block = cell.next_node(nodes.literal_block) if isinstance(cell, nodes.container) else None
         label = f"pmsol:{number}:{len(moved)}"
         parent, index = cell.parent, cell.parent.index(cell)
         previous = parent[index - 1] if index else None
@@ -86,11 +91,12 @@ def _move_solutions(chapter, docname, number, appendix):
                 "(Appendix~\\ref{pmsol:appendix}).}\\par")
             pointer["pm_pointer"] = True
             parent.insert(index, pointer)
-        for text in list(block.findall(nodes.Text)):
+        for text in list(block.findall(nodes.Text)) if block is not None else []:
             cleaned = _SOLUTION_MARKER.sub("", text.astext())
             if cleaned != text.astext():
                 text.parent.replace(text, nodes.Text(cleaned))
-        block.rawsource = block.astext()
+        if block is not None:
+            block.rawsource = block.astext()
         moved.append(_latex("\\label{" + label + "}"))
         moved.append(cell)
     _appendix_section(appendix, chapter, docname, f"Exercise {number}: ", moved)

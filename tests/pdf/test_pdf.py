@@ -151,12 +151,13 @@ def test_scrubbers_have_a_print_form():
 
 
 def secret_lines():
-    """Lines between the solution and hidden-test markers that the chapters do not print for everyone."""
+    """Code lines between the solution and hidden-test markers that the chapters do not print for everyone."""
     public = {line.strip() for nb in (ROOT / "chapters").glob("*.ipynb")
               for cell in nbformat.read(nb, as_version=4).cells for line in cell.source.splitlines()}
     lines, inside = set(), False
     for path in (ROOT / "exercises").glob("*/*.ipynb"):
-        for cell in nbformat.read(path, as_version=4).cells:
+        # code only: a model answer's prose is typeset (its maths is not its source text)
+        for cell in (c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"):
             for line in cell.source.splitlines():
                 if re.search(r"### BEGIN (SOLUTION|HIDDEN TESTS)", line):
                     inside = True
