@@ -170,7 +170,7 @@ def secret_lines():
 
 
 def _leaked(text, lines):
-    flat = re.sub(r"\s|↪", "", text)
+    flat = re.sub(r"\s|↪|,→|␣", "", text)  # a long code line wraps with a visible space and ",→"
     return [line for line in lines if re.sub(r"\s", "", line) in flat]
 
 
