@@ -12,11 +12,13 @@ import numbers
 
 import numpy as np
 
-from ._checks import as_float_array, leading_shape
+from ._checks import as_float_array, check_finite, check_result, leading_shape
 
 
 def _as_stack(x, name) -> np.ndarray:
-    return as_float_array(x, name, min_ndim=2)
+    x = as_float_array(x, name, min_ndim=2)
+    check_finite(x, name)  # a NaN would surface much later, as "SVD did not converge"
+    return x
 
 
 def _left_times_stack(X: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -161,6 +163,13 @@ class LowRank:
             raise IndexError(
                 f"index {index!r} reaches past the head axes {self._lead} of a LowRank {self.shape}"
             )
+        for i, n in zip(idx, self._lead):
+            if isinstance(i, slice):
+                continue
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+                raise IndexError(f"index {index!r}: a LowRank's head axes take integers or slices, got {i!r}")
+            if not -n <= i < n:
+                raise IndexError(f"head index {i} is out of range for {n} heads (LowRank of shape {self.shape})")
         A = np.broadcast_to(self.A, (*self._lead, *self.A.shape[-2:]))
         B = np.broadcast_to(self.B, (*self._lead, *self.B.shape[-2:]))
         return LowRank(A[idx], B[idx])
@@ -227,7 +236,17 @@ class LowRank:
         return np.einsum("...ij,...ji->...", self.A, self.B)
 
     def norm(self) -> np.ndarray:
-        """Frobenius norm, ``‖AB‖_F² = tr((AᵀA)(BBᵀ))``: two ``r × r`` Gram matrices."""
-        G_A = np.swapaxes(self.A, -1, -2) @ self.A  # (..., r, r)
-        G_B = self.B @ np.swapaxes(self.B, -1, -2)  # (..., r, r)
-        return np.sqrt(np.maximum((G_A * G_B).sum(axis=(-1, -2)), 0.0))
+        """Frobenius norm, ``‖AB‖_F² = tr((AᵀA)(BBᵀ))``: two ``r × r`` Gram matrices.
+
+        The factors are scaled to a largest entry of 1 first, so that the
+        squares cannot overflow while the norm itself fits the dtype.
+        """
+        s_A = np.abs(self.A).max(axis=(-1, -2), keepdims=True)  # (..., 1, 1)
+        s_B = np.abs(self.B).max(axis=(-1, -2), keepdims=True)
+        s_A[s_A == 0], s_B[s_B == 0] = 1, 1
+        A, B = self.A / s_A, self.B / s_B
+        G_A = np.swapaxes(A, -1, -2) @ A  # (..., r, r)
+        G_B = B @ np.swapaxes(B, -1, -2)  # (..., r, r)
+        unit = np.sqrt(np.maximum((G_A * G_B).sum(axis=(-1, -2)), 0.0))
+        with np.errstate(over="ignore"):
+            return check_result(unit * (s_A * s_B)[..., 0, 0], "the norm", "A and B")
