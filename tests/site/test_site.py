@@ -116,6 +116,12 @@ KNOWN_RAW_CAPTIONS = {
 # WCAG 2 contrast of every visible text run against the colours painted behind it.
 LOW_CONTRAST = r"""
     const theme = arguments[0];
+    if (!document.getElementById('pm-no-transitions')) {  // measure the theme's colours, not a fade between them
+        const style = document.createElement('style');
+        style.id = 'pm-no-transitions';
+        style.textContent = '*, *::before, *::after { transition: none !important; animation: none !important; }';
+        document.head.appendChild(style);
+    }
     document.documentElement.dataset.theme = theme;
     document.documentElement.dataset.mode = theme;
     const parse = (s) => { const m = s.match(/rgba?\(([^)]+)\)/); if (!m) return null;
