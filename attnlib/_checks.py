@@ -43,6 +43,8 @@ def as_float_array(x, name: str, min_ndim: int = 0) -> np.ndarray:
 
 def check_finite(arr: np.ndarray, name: str, allow_neg_inf: bool = False) -> None:
     """Raise ``ValueError`` if ``arr`` holds NaN or infinities."""
+    if np.isfinite(arr).all():  # the common case, in one pass
+        return
     bad = np.isnan(arr) | (arr == np.inf)
     if not allow_neg_inf:
         bad |= arr == -np.inf

@@ -129,13 +129,13 @@ def factored(X, weights, causal=False, X_kv=None):
     with np.errstate(over="ignore", invalid="ignore"):
         queries = check_result(_left_times_stack(X, W_P.A), "a projection", inputs)  # (n_heads, T_q, d_head)
         keys_T = check_result(_stack_times_right(W_P.B, X_kv.T), "a projection", inputs)  # (n_heads, d_head, T_kv)
-        logits = LowRank(queries * (1.0 / math.sqrt(weights.d_head)), keys_T).full()  # (n_heads, T_q, T_kv)
+        logits = LowRank._of(queries * (1.0 / math.sqrt(weights.d_head)), keys_T).full()  # (n_heads, T_q, T_kv)
         check_result(logits, "the scores X W^P_i X_kvᵀ/√d_k", inputs)  # (X W^Q_i)(X_kv W^K_i)ᵀ, d_head inside
         if causal:
             logits[:, ~_mask(X, X_kv, causal)] = -np.inf  # mask before the softmax
         E, sums = exp_shifted_(logits)  # softmax short of its division: A_i = E_i / sums_i
         read = E @ (X_kv @ W_M)  # LowRank: factors (n_heads, T_q, d_head), (n_heads, d_head, d_model)
-        read = LowRank(read.A / sums, read.B)  # A_i X_kv W^M_i, normalised on the small factor
+        read = LowRank._of(read.A / sums, read.B)  # A_i X_kv W^M_i, normalised on the small factor
         return _finite(read.sum_heads().full(), X, X_kv)  # Σ_i as one (T_q, h·d_head) @ (h·d_head, d_model) product
 
 

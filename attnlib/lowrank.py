@@ -74,6 +74,14 @@ class LowRank:
         self._lead = leading_shape("A", A, "B", B)
         self.A, self.B = A, B
 
+    @classmethod
+    def _of(cls, A: np.ndarray, B: np.ndarray) -> "LowRank":
+        """A product of factors that attnlib itself computed: shapes known, no checks."""
+        new = cls.__new__(cls)
+        new._lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        new.A, new.B = A, B
+        return new
+
     # --- shape ----------------------------------------------------------------
     @property
     def shape(self) -> tuple:
@@ -104,7 +112,7 @@ class LowRank:
     @property
     def T(self) -> "LowRank":
         """Transpose of the product: ``(AB)ᵀ = Bᵀ Aᵀ``."""
-        return LowRank(np.swapaxes(self.B, -1, -2), np.swapaxes(self.A, -1, -2))
+        return LowRank._of(np.swapaxes(self.B, -1, -2), np.swapaxes(self.A, -1, -2))
 
     def __matmul__(self, other):
         m, n = self.shape[-2:]
@@ -117,8 +125,8 @@ class LowRank:
             middle = self.B @ other.A  # (..., r1, r2): small
             # Attach the middle to whichever side keeps the inner size smaller.
             if self.rank_bound <= other.rank_bound:
-                return LowRank(self.A, middle @ other.B)
-            return LowRank(self.A @ middle, other.B)
+                return LowRank._of(self.A, middle @ other.B)
+            return LowRank._of(self.A @ middle, other.B)
         other = as_float_array(other, "other", min_ndim=1)
         rows = other.shape[0] if other.ndim == 1 else other.shape[-2]
         if rows != n:
@@ -129,8 +137,8 @@ class LowRank:
         if other.ndim == 1:
             return (self.A @ (self.B @ other)[..., None])[..., 0]  # a vector: (..., m)
         if other.ndim == 2 and self.B.ndim > 2:
-            return LowRank(self.A, _stack_times_right(self.B, other))
-        return LowRank(self.A, self.B @ other)
+            return LowRank._of(self.A, _stack_times_right(self.B, other))
+        return LowRank._of(self.A, self.B @ other)
 
     def __rmatmul__(self, other):
         other = as_float_array(other, "other", min_ndim=1)
@@ -143,14 +151,16 @@ class LowRank:
         if other.ndim == 1:
             return ((other @ self.A)[..., None, :] @ self.B)[..., 0, :]  # a vector: (..., n)
         if other.ndim == 2 and self.A.ndim > 2:
-            return LowRank(_left_times_stack(other, self.A), self.B)
-        return LowRank(other @ self.A, self.B)
+            return LowRank._of(_left_times_stack(other, self.A), self.B)
+        return LowRank._of(other @ self.A, self.B)
 
     def __mul__(self, c):
         """Scale by a number (applied to the smaller-looking factor ``A``)."""
         if not isinstance(c, numbers.Real):
             raise TypeError(f"a LowRank can be scaled by a real number, not {type(c).__name__}")
-        return LowRank(self.A * c, self.B)
+        if not np.isfinite(c):
+            raise ValueError(f"a LowRank can be scaled by a finite number, not {c}")
+        return LowRank._of(self.A * c, self.B)
 
     __rmul__ = __mul__
 
@@ -172,7 +182,7 @@ class LowRank:
                 raise IndexError(f"head index {i} is out of range for {n} heads (LowRank of shape {self.shape})")
         A = np.broadcast_to(self.A, (*self._lead, *self.A.shape[-2:]))
         B = np.broadcast_to(self.B, (*self._lead, *self.B.shape[-2:]))
-        return LowRank(A[idx], B[idx])
+        return LowRank._of(A[idx], B[idx])
 
     def sum_heads(self) -> "LowRank":
         """``Σ_i A_i B_i`` over the first head axis, as one product.
@@ -190,7 +200,7 @@ class LowRank:
         A = A.reshape(*A.shape[:-2], h * self.rank_bound)  # (..., m, h * r)
         B = np.moveaxis(B, 0, -3)  # (..., h, r, n)
         B = B.reshape(*B.shape[:-3], h * self.rank_bound, B.shape[-1])  # (..., h * r, n)
-        return LowRank(A, B)
+        return LowRank._of(A, B)
 
     # --- spectra and norms, through the small factors ---------------------------
     def singular_values(self) -> np.ndarray:

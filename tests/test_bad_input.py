@@ -158,6 +158,7 @@ ROWS = {
     "LowRank @ wrong rows": (lambda: LR @ np.ones((7, 3)), raises("(2, 8, 8)", "(7, 3)")),
     "wrong columns @ LowRank": (lambda: np.ones((3, 7)) @ LR, raises("(3, 7)", "(2, 8, 8)")),
     "LowRank * complex": (lambda: LR * 1j, raises("real number", "complex")),
+    "LowRank * nan": (lambda: LR * float("nan"), raises("finite number", "nan")),
     "LowRank eigenvalues, not square": (lambda: LowRank(np.ones((4, 2)), np.ones((2, 3))).eigenvalues(),
                                         raises("square", "(4, 3)")),
     "LowRank norm of 1e100 factors": (lambda: LowRank(np.eye(3, 1) * 1e100, np.eye(1, 3) * 1e100).norm(),
