@@ -11,7 +11,7 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
 PARALLEL ?= 2
 
-.PHONY: help install book serve test browser bench model notebooks assignments grade course-book clean
+.PHONY: help install book serve test browser sandbox bench model notebooks assignments grade course-book clean
 
 help:
 	@echo "make book     build the HTML book into _build/html (installs first)"
@@ -44,7 +44,7 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
-test: $(STAMP)
+test: $(STAMP) sandbox
 	$(BIN)/python -m pytest tests attnlib --ignore=tests/site $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
@@ -68,9 +68,23 @@ browser:
 assignments: $(STAMP)
 	$(BIN)/python scripts/course.py assignments
 
-grade: $(STAMP)
+# Student code runs in a bubblewrap sandbox; MEMORY and CPU cap each kernel process
+# (defaults 2G and 120 s); UNSAFE=1 grades without a sandbox where bwrap is missing.
+grade: $(STAMP) sandbox
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR  (DIR/<student>/<assignment>/<notebook>.ipynb)"; exit 2; }
-	$(BIN)/python scripts/course.py grade "$(SUBMISSIONS)"
+	PM_GRADE_UNSAFE="$(UNSAFE)" $(if $(MEMORY),PM_GRADE_MEMORY="$(MEMORY)") $(if $(CPU),PM_GRADE_CPU="$(CPU)") \
+	    $(BIN)/python scripts/course.py grade "$(SUBMISSIONS)"
+
+# Debian's bubblewrap (and util-linux's prlimit) for grading, installed where this user can.
+sandbox:
+	@if command -v bwrap >/dev/null && command -v prlimit >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing bubblewrap (Debian package) to grade student code in a sandbox"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux) >/dev/null \
+	        || echo "could not install bubblewrap: grading will refuse to run student code (UNSAFE=1 overrides)"; \
+	else \
+	    echo "bubblewrap is missing and this user cannot apt-get it: grading will refuse to run student code (UNSAFE=1 overrides)"; \
+	fi
 
 course-book: $(STAMP)
 	$(BIN)/python scripts/course.py book

@@ -49,6 +49,21 @@ class ExecuteWithOutputCap(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
 
+# Every student notebook runs in a sandboxed kernel (scripts/sandbox.py).
+import sys  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from sandbox import SandboxKernelManager  # noqa: E402
+
+c.Execute.kernel_manager_class = SandboxKernelManager
+
+# Feedback goes to students: no hidden test, nor any traceback that quotes one.
+from feedback import HideHiddenTests  # noqa: E402
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+
 c.Autograde.autograde_preprocessors = [
     ExecuteWithOutputCap if p is Execute else p
     for p in Autograde.class_traits()["autograde_preprocessors"].default()

@@ -17,6 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hidden
+import submissions as submissions_mod
+
 ROOT = Path(__file__).resolve().parent.parent
 COURSE = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course"))
 BIN = Path(sys.executable).parent
@@ -35,8 +38,13 @@ def api():
     way nbgrader's own formgrader does); each notebook still runs in a kernel
     of its own, and each step reports failure instead of stopping the rest.
     """
+    import warnings
+
     from nbgrader.apps import NbGraderAPI
     from traitlets.config.loader import PyFileConfigLoader
+
+    # nbgrader's gradebook code trips SQLAlchemy's session warnings on every run: noise, not news
+    warnings.filterwarnings("ignore", message=".*not in session.*")
 
     os.environ["PM_COURSE_DIR"] = str(COURSE)
     os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader runs `alembic`
@@ -54,45 +62,55 @@ def step(name: str, *args, check: bool = True, **kwargs) -> bool:
     return result["success"]
 
 
-def export_grades(out: Path) -> None:
-    """The gradebook as CSV, one row per student and assignment (``nbgrader export``)."""
-    from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
+def test_cells_stand_alone(name: str) -> list[str]:
+    """Problems with the test cells of an assignment: each must run on its own.
 
-    coursedir = api().coursedir
-    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
-        CsvExportPlugin(to=str(out)).export(gradebook)
+    A test cell that uses a name only another test cell defines fails when a
+    student deletes (or breaks) that other cell, and costs points that are not
+    its own. Returns one message per such use.
+    """
+    import ast
+    import builtins
+
+    import nbformat
+
+    def names(source, ctx):
+        tree = ast.parse(source)
+        found = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+        if ctx is ast.Store:  # defs, imports, loop and comprehension targets
+            found |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            found |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            found |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in n.args.args}
+            found |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.name}
+        return found
+
+    nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "get_ipython" not in c.source]
+    is_test = [bool(c.metadata.get("nbgrader", {}).get("grade")) and not c.metadata["nbgrader"].get("solution")
+               for c in cells]
+    shared = set(dir(builtins)).union(*(names(c.source, ast.Store) for c, t in zip(cells, is_test) if not t))
+    problems = []
+    for cell, test in zip(cells, is_test):
+        if not test:
+            continue
+        own = names(cell.source, ast.Store)
+        for other, other_test in zip(cells, is_test):
+            if other_test and other is not cell:
+                borrowed = (names(cell.source, ast.Load) - own - shared) & names(other.source, ast.Store)
+                problems += [f"{name}: test cell {cell.metadata['nbgrader']['grade_id']!r} uses {n!r}, which only"
+                             f" test cell {other.metadata['nbgrader']['grade_id']!r} defines" for n in sorted(borrowed)]
+    return problems
 
 
 def assignments() -> None:
+    problems = [p for name in assignment_names() for p in test_cells_stand_alone(name)]
+    if problems:
+        sys.exit("Each test cell must stand alone (a student may delete or break another):\n  "
+                 + "\n  ".join(problems))
     for name in assignment_names():
         step("generate_assignment", name, force=True)
     print(f"Student versions: {COURSE / 'release'}")
-
-
-def _collect(submissions: Path) -> dict[str, list[str]]:
-    """Copy DIR/<student>/<assignment>/*.ipynb into course/submitted; return what came."""
-    if not submissions.is_dir():
-        sys.exit(f"SUBMISSIONS={submissions} is not a folder")
-    known = set(assignment_names())
-    found: dict[str, list[str]] = {}
-    for student in sorted(p for p in submissions.iterdir() if p.is_dir()):
-        for folder in sorted(p for p in student.iterdir() if p.is_dir()):
-            if folder.name not in known:
-                print(f"  skipping {folder}: no assignment called {folder.name!r}"
-                      f" (expected one of {sorted(known)})")
-                continue
-            dest = COURSE / "submitted" / student.name / folder.name
-            if dest.exists():
-                shutil.rmtree(dest)
-            shutil.copytree(folder, dest)
-            for notebook in dest.glob("*.ipynb"):
-                _drop_duplicate_cells(notebook, f"{student.name}/{folder.name}")
-            found.setdefault(folder.name, []).append(student.name)
-    if not found:
-        sys.exit(f"no submissions found: expected {submissions}/<student>/<assignment>/<notebook>.ipynb"
-                 f" with <assignment> one of {sorted(known)}")
-    return found
 
 
 def _drop_duplicate_cells(path: Path, who: str) -> None:
@@ -119,24 +137,140 @@ def _drop_duplicate_cells(path: Path, who: str) -> None:
         nbformat.write(nb, path)
 
 
+def expected_notebooks() -> dict[str, str]:
+    """Each assignment's notebook file name, as students receive it."""
+    return {name: next((ROOT / "exercises" / name).glob("*.ipynb")).name for name in assignment_names()}
+
+
+def max_points(name: str) -> float:
+    import nbformat
+
+    nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+    return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+
+
+def _why(log: str) -> str:
+    """A short reason from nbgrader's log of a failed autograde."""
+    if "DeadKernelError" in log or "Kernel died" in log:
+        return "the kernel died (a memory or process cap, or a crash)"
+    if "Timeout" in log:
+        return "timed out"
+    errors = [line for line in log.splitlines() if line.startswith("[ERROR]") and "see the" not in line]
+    return errors[-1].removeprefix("[ERROR]").strip()[:200] if errors else "nbgrader could not grade it"
+
+
+def _autograde(entry) -> None:
+    """Grade one student's notebook; on failure, record why."""
+    probes = COURSE / "probes" / entry.student / entry.assignment
+    shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
+    result = api().autograde(entry.assignment, entry.student, force=True, create=True)
+    log = result.get("log", "") + result.get("error", "")
+    with (COURSE / "nbgrader.log").open("a") as f:
+        f.write(f"$ nbgrader autograde {entry.assignment} {entry.student}\n{log}\n")
+    if not result["success"]:
+        entry.status, entry.reason = submissions_mod.FAILED, _why(log)
+        return
+    wrong = hidden.failures(entry.assignment, probes)
+    if wrong:
+        _zero_cells(entry, wrong)
+
+
+def _zero_cells(entry, wrong: dict[str, list[str]]) -> None:
+    """Take the points of the cells whose probed values the grader found wrong."""
+    from nbgrader.api import Gradebook
+
+    notebook = Path(expected_notebooks()[entry.assignment]).stem
+    coursedir = api().coursedir
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        for cell, reasons in wrong.items():
+            grade = gradebook.find_grade(cell, notebook, entry.assignment, entry.student)
+            if grade.auto_score:
+                grade.auto_score = 0.0
+                with (COURSE / "nbgrader.log").open("a") as f:
+                    f.write(f"hidden tests, judged by the grader: {entry.student}/{entry.assignment} {cell}: "
+                            + "; ".join(reasons) + "\n")
+        gradebook.db.commit()
+
+
 def grade(submissions: Path) -> None:
+    import nbformat
+    import sandbox
+
+    print(sandbox.check())
+    if not submissions.is_dir():
+        sys.exit(f"SUBMISSIONS={submissions} is not a folder")
+    os.environ["PM_SUBMISSIONS"] = str(submissions)  # hidden from the kernels, like the course folder
     release = COURSE / "release"
     if not all((release / name).is_dir() for name in assignment_names()):
         assignments()
-    found = _collect(submissions)
-    for name, students in found.items():
-        for student in students:
-            # One student at a time: a broken notebook cannot take the others down.
-            if not step("autograde", name, student, force=True, create=True, check=False):
-                print(f"  {student}/{name}: could not be autograded (see {COURSE / 'nbgrader.log'})")
+    expected = expected_notebooks()
+    found = submissions_mod.match(submissions, expected)
+    entries = found.entries
+    if not any(e.file for e in entries):
+        sys.exit(f"no submissions found: expected {submissions}/<student>/<assignment>/<notebook>.ipynb"
+                 f" with <assignment> one of {sorted(expected)}")
+    for warning in found.warnings:
+        print(f"  note: {warning}")
+    for entry in entries:
+        if entry.status != submissions_mod.GRADED:
+            continue
+        try:  # a file that is not a notebook fails here, with nbformat's reason
+            nbformat.read(entry.file, as_version=4)
+        except Exception as err:  # noqa: BLE001 -- any unreadable file
+            entry.status, entry.reason = submissions_mod.FAILED, f"not a notebook ({type(err).__name__}: {err})"[:200]
+            continue
+        dest = COURSE / "submitted" / entry.student / entry.assignment
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        shutil.copy(entry.file, dest / expected[entry.assignment])  # copied, never moved
+        _drop_duplicate_cells(dest / expected[entry.assignment], f"{entry.student}/{entry.assignment}")
+    for entry in entries:
+        if entry.status == submissions_mod.GRADED:
+            _autograde(entry)  # one at a time: a broken notebook cannot take the others down
+    for name in sorted({e.assignment for e in entries if e.status == submissions_mod.GRADED}):
         step("generate_feedback", name, force=True, check=False)
-    out = COURSE / "grades.csv"
-    export_grades(out)
-    with out.open() as f:
-        rows = list(csv.DictReader(f))
-    print(f"Graded {sum(len(s) for s in found.values())} submissions of {len(found)} assignment(s).")
-    print(f"Grades:   {out} ({len(rows)} rows)")
+    _read_scores(entries)
+    _write_grades(entries, COURSE / "grades.csv")
+    points = {name: max_points(name) for name in expected}
+    print(submissions_mod.summary(entries, points))
+    for entry in entries:
+        if entry.status == submissions_mod.FAILED:
+            print(f"  {entry.student}/{entry.assignment}: could not be graded: {entry.reason}")
+    if found.unused:
+        print("Not used (not matched to an assignment's notebook):")
+        for path in found.unused:
+            print(f"  {path.relative_to(submissions)}")
+    graded = sum(e.status == submissions_mod.GRADED for e in entries)
+    print(f"Graded {graded} notebooks of {len({e.student for e in entries})} students.")
+    print(f"Grades:   {COURSE / 'grades.csv'} (one row per student and assignment, with a status)")
     print(f"Feedback: {COURSE / 'feedback'}")
+
+
+def _read_scores(entries) -> None:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    coursedir = api().coursedir
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        for entry in entries:
+            entry.max_score = max_points(entry.assignment)
+            if entry.status != submissions_mod.GRADED:
+                continue
+            try:
+                submission = gradebook.find_submission(entry.assignment, entry.student)
+            except MissingEntry:
+                entry.status, entry.reason = submissions_mod.FAILED, "nbgrader recorded no grade"
+                continue
+            entry.score = submission.score
+
+
+def _write_grades(entries, out: Path) -> None:
+    with out.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student_id", "assignment", "status", "reason", "score", "max_score"])
+        for e in sorted(entries, key=lambda e: (e.student, e.assignment)):
+            score = "" if e.status != submissions_mod.GRADED else f"{e.score:g}"
+            writer.writerow([e.student, e.assignment, e.status, e.reason, score, f"{e.max_score:g}"])
 
 
 def book() -> None:

@@ -1,0 +1,44 @@
+"""Feedback for students without the hidden tests.
+
+nbgrader puts the hidden tests back into each graded notebook (the instructor
+needs them there), and its feedback HTML is made from that notebook: the tests'
+source, and tracebacks quoting them, would reach the student. This preprocessor
+runs before the HTML is written: a graded cell keeps its visible checks, its
+hidden region becomes one comment line, and an error keeps only its last line
+(the visible check's message), or, when a hidden test failed, says just that.
+"""
+from __future__ import annotations
+
+import re
+
+from nbconvert.preprocessors import Preprocessor
+
+HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def hidden_lines(source: str) -> list[str]:
+    return [line.strip() for m in HIDDEN.finditer(source) for line in m.group(0).splitlines()[1:-1]
+            if line.strip()]
+
+
+class HideHiddenTests(Preprocessor):
+    """Strip hidden tests, and any trace of them, from a graded notebook's copy for students."""
+
+    enabled = True  # nbconvert skips preprocessors that are not enabled
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code" or "### BEGIN HIDDEN TESTS" not in cell.source:
+            return cell, resources
+        secret = hidden_lines(cell.source)
+        points = cell.metadata.get("nbgrader", {}).get("points", 0)
+        cell.source = HIDDEN.sub(f"# (hidden tests: part of this check's {points:g} points)\n", cell.source)
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "error":
+                continue
+            trace = ANSI.sub("", "\n".join(out.get("traceback", [])))
+            if any(line in trace for line in secret):
+                out["ename"], out["evalue"] = "HiddenTestFailed", (
+                    f"the visible checks passed, a hidden test did not: 0 of {points:g} points")
+            out["traceback"] = [f"{out['ename']}: {out['evalue']}"]
+        return cell, resources

@@ -1,0 +1,297 @@
+"""Kernels for student code: confined with bubblewrap, capped in memory and CPU time.
+
+A student's notebook runs in a kernel that sees the machine read-only, a private
+``/tmp``, and one writable folder: the copy of that student's notebook that the
+grader is running. It cannot see the repository (the exercise sources with their
+hidden tests, the site, ``.git``), the course folder (the gradebook, other
+students' work, the feedback), the submissions folder or the instructor's home;
+it has no network; it lives in its own process namespace, so nothing it starts
+outlives it; and its address space and CPU time are capped with ``prlimit``.
+
+nbgrader starts the kernel through :class:`SandboxKernelManager` (see
+``nbgrader_config.py``). The limits come from the environment:
+
+=====================  ================================================  ========
+``PM_GRADE_MEMORY``    address space per kernel process (bytes, K/M/G)   ``2G``
+``PM_GRADE_CPU``       CPU seconds per kernel process                    ``120``
+``PM_GRADE_PROCS``     processes and threads per sandbox (cgroups only)  ``64``
+``PM_GRADE_UNSAFE=1``  run kernels unconfined when bubblewrap is missing
+=====================  ================================================  ========
+
+Where the machine lets the grader create cgroups (Linux, as root), each sandbox
+also gets a cgroup capping its number of processes (so a fork bomb stops at
+``PM_GRADE_PROCS``) and its total memory (twice ``PM_GRADE_MEMORY``, for
+processes that fork); elsewhere those two caps are missing, and ``check()`` says so.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MEMORY, DEFAULT_CPU = "2G", "120"
+
+
+def limits() -> tuple[int, int]:
+    """(bytes of address space, CPU seconds) per kernel process, from the environment."""
+    memory = os.environ.get("PM_GRADE_MEMORY", DEFAULT_MEMORY).strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(memory[-1:], 1)
+    try:
+        nbytes = int(float(memory.rstrip("KMG")) * scale)
+        cpu = int(os.environ.get("PM_GRADE_CPU", DEFAULT_CPU))
+    except ValueError:
+        raise SystemExit(f"PM_GRADE_MEMORY={memory!r} and PM_GRADE_CPU must be numbers (e.g. 2G and 120)") from None
+    if nbytes < 256 * 2**20 or cpu < 1:
+        raise SystemExit(f"the limits are too small to start Python: memory {nbytes} bytes, CPU {cpu} s")
+    return nbytes, cpu
+
+
+def max_procs() -> int:
+    try:
+        n = int(os.environ.get("PM_GRADE_PROCS", "64"))
+    except ValueError:
+        raise SystemExit(f"PM_GRADE_PROCS={os.environ['PM_GRADE_PROCS']!r} must be a whole number") from None
+    if n < 16:
+        raise SystemExit(f"PM_GRADE_PROCS={n} is too small: a kernel alone runs about 10 threads")
+    return n
+
+
+CGROUP_V1 = Path("/sys/fs/cgroup")
+
+
+def cgroups_available() -> bool:
+    return all(os.access(CGROUP_V1 / c, os.W_OK) for c in ("pids", "memory"))
+
+
+def make_cgroup(name: str) -> list[Path]:
+    """A pids and a memory cgroup (v1) for one sandbox; [] where they cannot be made."""
+    if not cgroups_available():
+        return []
+    made = []
+    try:
+        for controller, limit_file, value in (("pids", "pids.max", max_procs()),
+                                              ("memory", "memory.limit_in_bytes", 2 * limits()[0])):
+            group = CGROUP_V1 / controller / name
+            group.mkdir()
+            made.append(group)
+            (group / limit_file).write_text(str(value))
+    except OSError:
+        remove_cgroup(made)
+        return []
+    return made
+
+
+def remove_cgroup(groups: list[Path]) -> None:
+    for group in groups:
+        for _ in range(50):  # the PID namespace is torn down with the kernel; give it a moment
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                import time
+                time.sleep(0.1)
+
+
+def unsafe() -> bool:
+    return os.environ.get("PM_GRADE_UNSAFE", "") not in ("", "0")
+
+
+@functools.cache
+def works() -> bool:
+    """bubblewrap and prlimit are installed, and bubblewrap can make its namespaces here."""
+    if not (shutil.which("bwrap") and shutil.which("prlimit")):
+        return False
+    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
+                            "prlimit", "--as=1073741824", "--", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+def check() -> str:
+    """One line saying how student code will run; exits if it cannot run safely."""
+    nbytes, cpu = limits()
+    if works():
+        procs = (f"at most {max_procs()} processes and {2 * nbytes / 2**30:.1f} GiB in all per sandbox (PM_GRADE_PROCS)"
+                 if cgroups_available() else "no cap on the number of processes (cgroups are not writable here)")
+        return (f"Student code runs in a sandbox (bubblewrap): no network, no view of the repository, the course"
+                f" folder or other students' work; {nbytes / 2**30:.1f} GiB of memory and {cpu} s of CPU per"
+                f" process (PM_GRADE_MEMORY, PM_GRADE_CPU); {procs}.")
+    if unsafe():
+        return ("WARNING: bubblewrap (bwrap) is missing and UNSAFE=1 was given: student code runs as you, with"
+                " your files and network. Grade only work you trust.")
+    raise SystemExit("bubblewrap (bwrap) and prlimit are needed to run student code safely, and bwrap must be"
+                     " allowed to create namespaces: install the Debian packages bubblewrap and util-linux (make"
+                     " grade does so as root), or pass UNSAFE=1 to run it unconfined, as you.")
+
+
+def hidden_paths() -> list[Path]:
+    """What the kernel must not see: the repository, the course folder, the submissions, the home folder."""
+    paths = [ROOT, Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")), Path.home()]
+    if os.environ.get("PM_SUBMISSIONS"):
+        paths.append(Path(os.environ["PM_SUBMISSIONS"]))
+    paths = sorted({p.resolve() for p in paths if p.exists()})
+    # a folder inside another hidden one is hidden with it
+    return [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]
+
+
+def visible_again() -> list[Path]:
+    """What the kernel needs from inside the hidden folders: Python, the virtual environment, attnlib."""
+    import attnlib
+
+    needed = [Path(sys.prefix), Path(sys.base_prefix), Path(attnlib.__file__).parent]
+    return sorted({q for p in needed if p.exists() for q in (p.absolute(), p.resolve())})
+
+
+def probes_dir(runtime: Path) -> Path:
+    """Where the kernel leaves the values its hidden tests probed (see scripts/hidden.py)."""
+    folder = runtime / "probes"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def graded_copy(work: Path) -> tuple[str, str] | None:
+    """(student, assignment) when ``work`` is nbgrader's folder for a graded notebook."""
+    course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
+    try:
+        student, assignment = work.resolve().relative_to(course / "autograded").parts[:2]
+    except ValueError:
+        return None
+    return student, assignment
+
+
+def scratch_for(work: Path, runtime: Path) -> Path:
+    """A private copy of what the student handed in, mounted where the kernel runs.
+
+    nbgrader runs a notebook in its graded copy's folder, and that copy already
+    holds the hidden tests (they are put back before the notebook runs): the
+    kernel sees the student's own submitted files instead, and whatever it
+    writes there is thrown away with the sandbox.
+    """
+    scratch = runtime / "work"
+    course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
+    graded = graded_copy(work)  # None: not a graded notebook (a test, say): an empty folder
+    submitted = course / "submitted" / graded[0] / graded[1] if graded else None
+    if submitted and submitted.is_dir():
+        shutil.copytree(submitted, scratch, symlinks=True)
+    else:
+        scratch.mkdir()
+    return scratch
+
+
+OUTPUT_CAP = """\
+# Loaded by the grader's sandboxed kernel: a cell prints at most a megabyte per
+# stream. A loop that prints without end would otherwise fill the kernel's
+# memory faster than the output can be sent, and break every later cell.
+import sys
+
+from IPython import get_ipython
+
+LIMIT = 1_000_000
+
+
+class CappedStream:
+    def __init__(self, stream):
+        self._stream, self.written = stream, 0
+
+    def write(self, text):
+        room = LIMIT - self.written
+        self.written += len(text)
+        if room > 0:
+            self._stream.write(text[:room] + ("\\n[output cut by the grader]\\n" if len(text) > room else ""))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+sys.stdout, sys.stderr = CappedStream(sys.stdout), CappedStream(sys.stderr)
+
+
+def _new_cell(*args):
+    sys.stdout.written = sys.stderr.written = 0
+
+
+get_ipython().events.register("pre_execute", _new_cell)
+"""
+
+
+def output_cap(runtime: Path) -> Path:
+    """The start-up file that caps each cell's output (read-only in the sandbox)."""
+    path = runtime / "startup" / "output_cap.py"
+    path.parent.mkdir()
+    path.write_text(OUTPUT_CAP)
+    return path
+
+
+def bwrap_argv(work: Path, runtime: Path) -> list[str]:
+    """The bubblewrap command line that confines a kernel to ``work`` (and its socket folder ``runtime``)."""
+    nbytes, cpu = limits()
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in hidden_paths():
+        argv += ["--tmpfs", str(path)]
+    for path in visible_again():
+        argv += ["--ro-bind", str(path), str(path)]
+    startup = output_cap(runtime).parent
+    argv += ["--bind", str(scratch_for(work, runtime)), str(work), "--bind", str(runtime), str(runtime),
+             "--ro-bind", str(startup), str(startup), "--setenv", "IPYTHONDIR", "/tmp/ipython",
+             "--unshare-net", "--unshare-pid", "--die-with-parent",
+             # ipykernel exits when its parent PID looks gone, and the grader's PID means nothing
+             # in a new PID namespace: 1 tells it not to poll (the sandbox dies with the grader)
+             "--setenv", "JPY_PARENT_PID", "1",
+             "--setenv", "HOME", str(work), "--setenv", "OPENBLAS_NUM_THREADS", "1",
+             "--setenv", "PM_PROBES", str(probes_dir(runtime)),
+             "--setenv", "MPLBACKEND", "Agg", "--chdir", str(work),
+             "prlimit", f"--as={nbytes}", f"--cpu={cpu}", "--core=0", f"--fsize={nbytes}", "--"]
+    return argv
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernels run in :func:`bwrap_argv`'s sandbox.
+
+    The kernel talks to the grader over Unix sockets in a private folder (TCP on
+    loopback does not cross into a new network namespace).
+    """
+
+    async def start_kernel(self, **kw):
+        self._runtime = Path(tempfile.mkdtemp(prefix="pm-kernel-"))
+        self.transport = "ipc"
+        self.ip = str(self._runtime / "kernel-ipc")
+        self.connection_file = str(self._runtime / "kernel.json")
+        # a signal would reach bubblewrap, not the kernel (and end the sandbox): interrupt
+        # with a message on the control channel, which the kernel turns into its own SIGINT
+        self.kernel_spec.interrupt_mode = "message"
+        return await super().start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        cmd = super().format_kernel_cmd(extra_arguments)
+        work = Path(self._launch_args.get("cwd") or os.getcwd())
+        if not works():
+            check()  # exits unless UNSAFE=1
+            return cmd
+        argv = bwrap_argv(work, self._runtime) + cmd + [
+            f"--IPKernelApp.exec_files={self._runtime / 'startup' / 'output_cap.py'}"]
+        self._cgroups = make_cgroup(self._runtime.name)
+        if self._cgroups:  # join the cgroups first, so that everything the sandbox starts is counted
+            join = 'for g; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; shift; done; shift; exec "$@"'
+            argv = ["sh", "-c", join, "sh", *map(str, self._cgroups), "--", *argv]
+        return argv
+
+    async def _async_cleanup_resources(self, restart=False):
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart and getattr(self, "_runtime", None):
+            graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
+            if graded and (self._runtime / "probes").is_dir():  # kept for scripts/hidden.py
+                course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course"))
+                keep = course / "probes" / graded[0] / graded[1]
+                shutil.rmtree(keep, ignore_errors=True)
+                shutil.copytree(self._runtime / "probes", keep)
+            shutil.rmtree(self._runtime, ignore_errors=True)
+            remove_cgroup(getattr(self, "_cgroups", []))

@@ -1,0 +1,113 @@
+"""What students handed in, matched to the assignments, with nothing dropped silently.
+
+A class's folder is ``DIR/<student>/<assignment>/<notebook>.ipynb``, but real
+uploads drift: a browser saves ``copying (2).ipynb``, Jupyter ``copying-Copy1.ipynb``,
+a student renames the file, or leaves it beside the assignment folder rather
+than in it. :func:`match` finds, for every student and assignment, the one file
+meant (warning when its name differs), says why when there is none or several,
+and lists every file it did not use.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GRADED, MISSING, FAILED = "graded", "not submitted", "could not be graded"
+
+
+@dataclass
+class Entry:
+    """One student's work on one assignment, and what became of it."""
+
+    student: str
+    assignment: str
+    file: Path | None = None          # the notebook that will be graded
+    status: str = GRADED
+    reason: str = ""                  # why it was not graded, or what was noticed
+    score: float | None = None
+    max_score: float | None = None
+
+
+@dataclass
+class Class:
+    entries: list[Entry] = field(default_factory=list)
+    unused: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def normal(stem: str) -> str:
+    """A notebook's name without what downloads and copies add: case, " (2)", "-Copy1"."""
+    stem = stem.lower().strip()
+    stem = re.sub(r"\s*\(\d+\)$", "", stem)          # browser: "copying (2)"
+    stem = re.sub(r"[-_ ]copy\d*$", "", stem)          # Jupyter: "copying-Copy1"
+    return stem.strip()
+
+
+def match(submissions: Path, expected: dict[str, str]) -> Class:
+    """Match ``submissions`` against ``expected`` (assignment -> notebook file name)."""
+    result = Class()
+    by_folder = {normal(a): a for a in expected}
+    for student_dir in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        student = student_dir.name
+        files = sorted(p for p in student_dir.rglob("*") if p.is_file() and not _ignored(p))
+        used: set[Path] = set()
+        for assignment, notebook in expected.items():
+            entry = Entry(student, assignment)
+            inside = [p for p in files if p.parent != student_dir
+                      and by_folder.get(normal(p.relative_to(student_dir).parts[0])) == assignment]
+            named = [p for p in files if normal(p.stem) == normal(Path(notebook).stem) and p.suffix == ".ipynb"
+                     and (p.parent == student_dir or p in inside)]
+            notebooks_inside = [p for p in inside if p.suffix == ".ipynb"]
+            exact = [p for p in named if p.name == notebook and p in inside]
+            if exact:
+                candidates = exact
+            elif named:
+                candidates = named
+            elif len(notebooks_inside) == 1:  # one notebook in the assignment's folder, whatever its name
+                candidates = notebooks_inside
+            else:
+                candidates = notebooks_inside or [p for p in inside if normal(p.stem) == normal(Path(notebook).stem)]
+            if len(candidates) == 1:
+                entry.file = candidates[0]
+                used.add(entry.file)
+                rel = entry.file.relative_to(submissions)
+                if entry.file.name != notebook or entry.file not in inside:
+                    result.warnings.append(f"{student}/{assignment}: grading {rel} as {assignment}/{notebook}")
+            elif not candidates:
+                entry.status = MISSING
+            else:
+                entry.status, entry.reason = FAILED, "several candidates: " + ", ".join(
+                    str(p.relative_to(submissions)) for p in candidates)
+                used.update(candidates)
+            result.entries.append(entry)
+        result.unused += [p for p in files if p not in used]
+    return result
+
+
+def _ignored(path: Path) -> bool:
+    return any(part in (".ipynb_checkpoints", "__pycache__", ".DS_Store") for part in path.parts)
+
+
+def summary(entries: list[Entry], max_points: dict[str, float]) -> str:
+    """A table: one row per student, one column per assignment, and the totals."""
+    assignments = list(max_points)
+    students = sorted({e.student for e in entries})
+    cell = {(e.student, e.assignment): e for e in entries}
+
+    def show(e: Entry | None) -> str:
+        if e is None or e.status == MISSING:
+            return "-"
+        if e.status == FAILED:
+            return "failed"
+        return f"{e.score:g}/{e.max_score:g}"
+
+    width = max([len("student"), *map(len, students)])
+    cols = [max(len(a), 7) for a in assignments]
+    lines = ["  ".join(["student".ljust(width), *(a.rjust(w) for a, w in zip(assignments, cols)), "  total"])]
+    for s in students:
+        got = [cell.get((s, a)) for a in assignments]
+        total = sum(e.score or 0 for e in got if e and e.status == GRADED)
+        lines.append("  ".join([s.ljust(width), *(show(e).rjust(w) for e, w in zip(got, cols)),
+                                f"{total:g}/{sum(max_points.values()):g}".rjust(7)]))
+    return "\n".join(lines)
