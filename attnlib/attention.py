@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._checks import as_float_array, check_bool, check_finite, leading_shape, result_dtype
+from ._checks import as_float_array, check_bool, check_finite, check_result, leading_shape, result_dtype
 from .normalize import causal_mask, exp_shifted_, softmax_
 
 
@@ -22,36 +22,47 @@ def _check_qk(Q, K):
             f"Q and K must have the same head size (last axis): Q has shape"
             f" {Q.shape}, K has shape {K.shape}"
         )
+    if Q.shape[-1] == 0:
+        raise ValueError(f"Q and K have head size d_k = 0 (Q has shape {Q.shape}, K has shape {K.shape}): nothing to compare")
+    if K.shape[-2] == 0:
+        raise ValueError(f"K has shape {K.shape}: there must be at least one key to attend to")
     leading_shape("Q", Q, "K", K)
     check_finite(Q, "Q")
     check_finite(K, "K")
     return Q, K
 
 
-def _scores(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
+def _scores(Q: np.ndarray, K: np.ndarray, causal: bool, inputs: str = "Q and K") -> np.ndarray:
     """Scaled (and causally masked) scores ``Q Kᵀ / √d_k``, in one dtype."""
     dtype = result_dtype(Q, K)
     # Scale the (T, d_k) queries, not the (T, T) scores: fewer multiplications.
     # A Python float keeps float32 as float32 (an np.float64 would upcast).
     scale = 1.0 / math.sqrt(Q.shape[-1])
-    scores = (Q.astype(dtype, copy=False) * scale) @ np.swapaxes(K, -1, -2).astype(dtype, copy=False)  # (..., T_q, T_k)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, by name
+        scores = (Q.astype(dtype, copy=False) * scale) @ np.swapaxes(K, -1, -2).astype(dtype, copy=False)  # (..., T_q, T_k)
+    check_result(scores, "the scores Q Kᵀ/√d_k", inputs)
     if causal:
         T_q, T_k = scores.shape[-2:]
         scores[..., ~causal_mask(T_q, T_k)] = -np.inf
     return scores
 
 
-def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool) -> np.ndarray:
+def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool, inputs: str = "Q and K") -> np.ndarray:
     """softmax(Q Kᵀ / √d_k) for checked float arrays."""
-    return softmax_(_scores(Q, K, causal), axis=-1)
+    return softmax_(_scores(Q, K, causal, inputs), axis=-1)
 
 
-def _attend(Q: np.ndarray, K: np.ndarray, V: np.ndarray, causal: bool) -> np.ndarray:
+def _attend(Q: np.ndarray, K: np.ndarray, V: np.ndarray, causal: bool,
+            inputs: tuple = ("Q and K", "V")) -> np.ndarray:
     """softmax(Q Kᵀ / √d_k) V, normalising after the product with V (same result, less work)."""
-    E, sums = exp_shifted_(_scores(Q, K, causal), axis=-1)  # (..., T_q, T_k), (..., T_q, 1)
-    out = E @ V.astype(E.dtype, copy=False)  # (..., T_q, d_v)
-    out /= sums
-    return out
+    E, sums = exp_shifted_(_scores(Q, K, causal, inputs[0]), axis=-1)  # (..., T_q, T_k), (..., T_q, 1)
+    V = V.astype(E.dtype, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = E @ V  # (..., T_q, d_v)
+        out /= sums
+        if not np.isfinite(out).all():  # values near the dtype's limit: average, then sum
+            out = (E / sums) @ V
+    return check_result(out, "the weighted values", inputs[1])
 
 
 def attention_pattern(Q, K, causal: bool = False) -> np.ndarray:

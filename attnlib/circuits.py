@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite, check_positive_int
+from ._checks import as_float_array, check_finite, check_positive_int, check_seed
 from .lowrank import LowRank
 from .weights import Weights, check_weights, random_weights
 
@@ -260,7 +260,7 @@ def composition_baseline(kind: str, d_model: int, d_head: int, samples: int = 20
     >>> 0.1 < composition_baseline("k", 64, 16, samples=50) < 0.4
     True
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {sorted(_KINDS)}, got {kind!r}")
     samples = check_positive_int(samples, "samples")

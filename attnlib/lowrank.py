@@ -12,11 +12,13 @@ import numbers
 
 import numpy as np
 
-from ._checks import as_float_array, leading_shape
+from ._checks import as_float_array, check_finite, check_result, leading_shape
 
 
 def _as_stack(x, name) -> np.ndarray:
-    return as_float_array(x, name, min_ndim=2)
+    x = as_float_array(x, name, min_ndim=2)
+    check_finite(x, name)  # a NaN would surface much later, as "SVD did not converge"
+    return x
 
 
 def _left_times_stack(X: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -72,6 +74,14 @@ class LowRank:
         self._lead = leading_shape("A", A, "B", B)
         self.A, self.B = A, B
 
+    @classmethod
+    def _of(cls, A: np.ndarray, B: np.ndarray) -> "LowRank":
+        """A product of factors that attnlib itself computed: shapes known, no checks."""
+        new = cls.__new__(cls)
+        new._lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        new.A, new.B = A, B
+        return new
+
     # --- shape ----------------------------------------------------------------
     @property
     def shape(self) -> tuple:
@@ -102,7 +112,7 @@ class LowRank:
     @property
     def T(self) -> "LowRank":
         """Transpose of the product: ``(AB)ᵀ = Bᵀ Aᵀ``."""
-        return LowRank(np.swapaxes(self.B, -1, -2), np.swapaxes(self.A, -1, -2))
+        return LowRank._of(np.swapaxes(self.B, -1, -2), np.swapaxes(self.A, -1, -2))
 
     def __matmul__(self, other):
         m, n = self.shape[-2:]
@@ -115,8 +125,8 @@ class LowRank:
             middle = self.B @ other.A  # (..., r1, r2): small
             # Attach the middle to whichever side keeps the inner size smaller.
             if self.rank_bound <= other.rank_bound:
-                return LowRank(self.A, middle @ other.B)
-            return LowRank(self.A @ middle, other.B)
+                return LowRank._of(self.A, middle @ other.B)
+            return LowRank._of(self.A @ middle, other.B)
         other = as_float_array(other, "other", min_ndim=1)
         rows = other.shape[0] if other.ndim == 1 else other.shape[-2]
         if rows != n:
@@ -127,8 +137,8 @@ class LowRank:
         if other.ndim == 1:
             return (self.A @ (self.B @ other)[..., None])[..., 0]  # a vector: (..., m)
         if other.ndim == 2 and self.B.ndim > 2:
-            return LowRank(self.A, _stack_times_right(self.B, other))
-        return LowRank(self.A, self.B @ other)
+            return LowRank._of(self.A, _stack_times_right(self.B, other))
+        return LowRank._of(self.A, self.B @ other)
 
     def __rmatmul__(self, other):
         other = as_float_array(other, "other", min_ndim=1)
@@ -141,14 +151,16 @@ class LowRank:
         if other.ndim == 1:
             return ((other @ self.A)[..., None, :] @ self.B)[..., 0, :]  # a vector: (..., n)
         if other.ndim == 2 and self.A.ndim > 2:
-            return LowRank(_left_times_stack(other, self.A), self.B)
-        return LowRank(other @ self.A, self.B)
+            return LowRank._of(_left_times_stack(other, self.A), self.B)
+        return LowRank._of(other @ self.A, self.B)
 
     def __mul__(self, c):
         """Scale by a number (applied to the smaller-looking factor ``A``)."""
         if not isinstance(c, numbers.Real):
             raise TypeError(f"a LowRank can be scaled by a real number, not {type(c).__name__}")
-        return LowRank(self.A * c, self.B)
+        if not np.isfinite(c):
+            raise ValueError(f"a LowRank can be scaled by a finite number, not {c}")
+        return LowRank._of(self.A * c, self.B)
 
     __rmul__ = __mul__
 
@@ -161,9 +173,16 @@ class LowRank:
             raise IndexError(
                 f"index {index!r} reaches past the head axes {self._lead} of a LowRank {self.shape}"
             )
+        for i, n in zip(idx, self._lead):
+            if isinstance(i, slice):
+                continue
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+                raise IndexError(f"index {index!r}: a LowRank's head axes take integers or slices, got {i!r}")
+            if not -n <= i < n:
+                raise IndexError(f"head index {i} is out of range for {n} heads (LowRank of shape {self.shape})")
         A = np.broadcast_to(self.A, (*self._lead, *self.A.shape[-2:]))
         B = np.broadcast_to(self.B, (*self._lead, *self.B.shape[-2:]))
-        return LowRank(A[idx], B[idx])
+        return LowRank._of(A[idx], B[idx])
 
     def sum_heads(self) -> "LowRank":
         """``Σ_i A_i B_i`` over the first head axis, as one product.
@@ -181,7 +200,7 @@ class LowRank:
         A = A.reshape(*A.shape[:-2], h * self.rank_bound)  # (..., m, h * r)
         B = np.moveaxis(B, 0, -3)  # (..., h, r, n)
         B = B.reshape(*B.shape[:-3], h * self.rank_bound, B.shape[-1])  # (..., h * r, n)
-        return LowRank(A, B)
+        return LowRank._of(A, B)
 
     # --- spectra and norms, through the small factors ---------------------------
     def singular_values(self) -> np.ndarray:
@@ -227,7 +246,17 @@ class LowRank:
         return np.einsum("...ij,...ji->...", self.A, self.B)
 
     def norm(self) -> np.ndarray:
-        """Frobenius norm, ``‖AB‖_F² = tr((AᵀA)(BBᵀ))``: two ``r × r`` Gram matrices."""
-        G_A = np.swapaxes(self.A, -1, -2) @ self.A  # (..., r, r)
-        G_B = self.B @ np.swapaxes(self.B, -1, -2)  # (..., r, r)
-        return np.sqrt(np.maximum((G_A * G_B).sum(axis=(-1, -2)), 0.0))
+        """Frobenius norm, ``‖AB‖_F² = tr((AᵀA)(BBᵀ))``: two ``r × r`` Gram matrices.
+
+        The factors are scaled to a largest entry of 1 first, so that the
+        squares cannot overflow while the norm itself fits the dtype.
+        """
+        s_A = np.abs(self.A).max(axis=(-1, -2), keepdims=True)  # (..., 1, 1)
+        s_B = np.abs(self.B).max(axis=(-1, -2), keepdims=True)
+        s_A[s_A == 0], s_B[s_B == 0] = 1, 1
+        A, B = self.A / s_A, self.B / s_B
+        G_A = np.swapaxes(A, -1, -2) @ A  # (..., r, r)
+        G_B = B @ np.swapaxes(B, -1, -2)  # (..., r, r)
+        unit = np.sqrt(np.maximum((G_A * G_B).sum(axis=(-1, -2)), 0.0))
+        with np.errstate(over="ignore"):
+            return check_result(unit * (s_A * s_B)[..., 0, 0], "the norm", "A and B")

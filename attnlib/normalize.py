@@ -22,7 +22,7 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     Returns
     -------
     (..., n) ndarray
-        Same dtype as ``x`` (float32 stays float32). Along ``axis`` the
+        float32 if ``x`` is float32, else float64. Along ``axis`` the
         entries sum to one, except where nothing is allowed: such a slice is
         all zeros (PyTorch's convention), never NaN.
 
@@ -34,7 +34,7 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
     array([0., 0.])
     """
     x = as_float_array(x, "x", min_ndim=1)
-    if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis must be an int in [-{x.ndim}, {x.ndim}), got {axis!r} for x of shape {x.shape}")
     check_finite(x, "x", allow_neg_inf=True)
     if where is not None:
@@ -50,6 +50,8 @@ def softmax(x, axis: int = -1, where=None) -> np.ndarray:
         x = np.where(where, x, -np.inf).astype(x.dtype, copy=False)
     else:
         x = x.copy()
+    if x.size == 0:  # nothing to normalise: an empty slice is "nothing allowed"
+        return x
     return softmax_(x, axis)
 
 
@@ -75,8 +77,9 @@ def exp_shifted_(x: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]
     """
     m = x.max(axis=axis, keepdims=True)
     m[~np.isfinite(m)] = 0  # an all -inf row: exp(-inf - 0) = 0, not NaN
-    np.subtract(x, m, out=x)
-    np.exp(x, out=x)
+    with np.errstate(over="ignore", under="ignore"):  # x - max <= 0: at worst -inf, whose exp is 0
+        np.subtract(x, m, out=x)
+        np.exp(x, out=x)
     sums = x.sum(axis=axis, keepdims=True)
     sums[sums == 0] = 1
     return x, sums

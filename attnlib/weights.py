@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite, check_positive_int
+from ._checks import as_float_array, check_finite, check_positive_int, check_seed
 
 
 class PerHead(NamedTuple):
@@ -63,27 +63,38 @@ class Weights:
                 raise ValueError(f"{name} must be a matrix (2 axes), got shape {arr.shape}")
             check_finite(arr, name)
             arrays[name] = arr
-        d_model, width = arrays["W_Q"].shape
+        # The shape most of W_Q, W_K, W_V and W_Oᵀ agree on is (d_model, n_heads * d_head):
+        # blame the odd one out (a transposed W_Q, say), not its neighbour.
+        shapes = [arrays[n].shape for n in ("W_Q", "W_K", "W_V")] + [arrays["W_O"].shape[::-1]]
+        d_model, width = max(shapes, key=shapes.count)
+        if d_model == 0 or width == 0:
+            raise ValueError(
+                f"the weights have zero size: W_Q has shape {arrays['W_Q'].shape}, expected"
+                f" (d_model, n_heads * d_head) with d_model >= 1 and d_head >= 1"
+            )
         if width % n_heads:
             raise ValueError(
                 f"W_Q has {width} columns, which n_heads = {n_heads} does not"
                 f" divide: expected n_heads * d_head columns"
             )
-        for name in ("W_K", "W_V"):
+        for name in ("W_Q", "W_K", "W_V"):
             if arrays[name].shape != (d_model, width):
+                hint = "; is it transposed?" if arrays[name].shape == (width, d_model) else ""
                 raise ValueError(
-                    f"{name} has shape {arrays[name].shape}, expected the shape"
-                    f" of W_Q, (d_model, n_heads * d_head) = {(d_model, width)}"
+                    f"{name} has shape {arrays[name].shape}, expected (d_model, n_heads * d_head)"
+                    f" = {(d_model, width)} like the other weights{hint}"
                 )
         rows, cols = arrays["W_O"].shape
         if rows != width:
             raise ValueError(
                 f"W_O has {rows} rows, expected n_heads * d_head ="
                 f" {n_heads} * {width // n_heads} = {width}"
+                + ("; is it transposed?" if (rows, cols) == (d_model, width) else "")
             )
         if cols != d_model:
             raise ValueError(
                 f"W_O has {cols} columns, expected d_model = {d_model} (the rows of W_Q)"
+                + ("; is it transposed?" if (rows, cols) == (d_model, width) else "")
             )
         dtype = np.result_type(*arrays.values())
         for name, arr in arrays.items():
@@ -182,8 +193,13 @@ def random_weights(d_model: int, n_heads: int, seed=0, *, d_head: int | None = N
             )
         d_head = d_model // n_heads
     d_head = check_positive_int(d_head, "d_head")
-    if np.dtype(dtype).kind != "f":
-        raise TypeError(f"dtype must be a floating type, got {np.dtype(dtype)}")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+    seed = check_seed(seed)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     width = n_heads * d_head
     W_Q, W_K, W_V = (rng.standard_normal((d_model, width)) / np.sqrt(d_model) for _ in range(3))

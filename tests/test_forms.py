@@ -90,3 +90,40 @@ def test_factored_never_allocates_a_d_model_squared_array_per_head():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < one_array / 8, f"factored form peaked at {peak} bytes, one W^P_i is {one_array // 8}"
+
+
+# --- cross-attention: queries from X, keys and values from X_kv ----------------
+
+@pytest.mark.parametrize("T_q, T_kv", [(1, 1), (3, 7), (7, 3), (5, 5), (1, 9)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_form_does_cross_attention(T_q, T_kv, causal):
+    if causal and T_kv < T_q:
+        pytest.skip("causal cross-attention needs T_kv >= T_q (tested in test_bad_input)")
+    w = attnlib.random_weights(12, 3, seed=T_q * 10 + T_kv)
+    rng = np.random.default_rng(T_q + T_kv)
+    X, X_kv = rng.standard_normal((T_q, 12)), rng.standard_normal((T_kv, 12))
+    want = ref_multihead(X, w.W_Q, w.W_K, w.W_V, w.W_O, 3, causal=causal, X_kv=X_kv)
+    for name, f in FORMS.items():
+        got = f(X, w, causal=causal, X_kv=X_kv)
+        assert got.shape == (T_q, 12), name  # one row per query: T_q, not T_kv
+        assert np.abs(got - want).max() <= 1e-12, name
+    batched = attnlib.multihead_attention(np.stack([X, X]), w, causal, X_kv=X_kv)  # X_kv broadcasts
+    assert np.abs(batched - want).max() <= 1e-12
+
+
+def test_cross_attention_with_X_kv_equal_to_X_is_self_attention():
+    w = attnlib.random_weights(8, 2, seed=3)
+    X = np.random.default_rng(3).standard_normal((6, 8))
+    for name, f in FORMS.items():
+        for causal in (False, True):
+            assert np.abs(f(X, w, causal, X_kv=X.copy()) - f(X, w, causal)).max() <= 1e-12, name
+
+
+def test_cross_attention_reads_only_the_source():
+    # Changing X_kv changes the output; each query row depends on its own row of X only.
+    w = attnlib.random_weights(8, 2, seed=4)
+    rng = np.random.default_rng(4)
+    X, X_kv = rng.standard_normal((4, 8)), rng.standard_normal((9, 8))
+    out = attnlib.multihead_attention(X, w, X_kv=X_kv)
+    assert np.abs(attnlib.multihead_attention(X, w, X_kv=X_kv + 1.0) - out).max() > 1e-3
+    assert np.abs(attnlib.multihead_attention(X[:2], w, X_kv=X_kv) - out[:2]).max() <= 1e-12
