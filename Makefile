@@ -169,7 +169,8 @@ model: $(STAMP)
 # Re-execute the notebooks and store their outputs (what nbval compares).
 notebooks: $(STAMP)
 	for nb in chapters/*.ipynb exercises/*/*.ipynb; do \
-	    (cd $$(dirname $$nb) && $(CURDIR)/$(BIN)/jupyter nbconvert --log-level=ERROR --to notebook --execute --inplace $$(basename $$nb)) || exit 1; \
+	    (cd $$(dirname $$nb) && $(CURDIR)/$(BIN)/jupyter nbconvert --log-level=ERROR --to notebook --execute --inplace \
+	        --ExecutePreprocessor.record_timing=False $$(basename $$nb)) || exit 1; \
 	done
 
 clean:

@@ -109,9 +109,7 @@ RAW_CAPTIONS = r"""
       .map(t => t.trim())"""
 
 # Captions in notebooks that another change owns (the exercises); each is fixed there.
-KNOWN_RAW_CAPTIONS = {
-    "exercises/04_noisy_keys/noisy_keys.html": ("one wide key makes c snap to v_a or v_b",),
-}
+KNOWN_RAW_CAPTIONS: dict[str, tuple[str, ...]] = {}  # page -> captions allowed to show raw TeX (none)
 
 # WCAG 2 contrast of every visible text run against the colours painted behind it.
 LOW_CONTRAST = r"""
