@@ -170,6 +170,9 @@ def _autograde(entry) -> tuple[str, str, str]:
     wrong = hidden.failures(entry.assignment, probes)
     if wrong:
         log += _zero_cells(entry, wrong)
+    # the feedback is made here too, after the scores are final, so that it runs JOBS at a time
+    feedback = api().generate_feedback(entry.assignment, entry.student, force=True)
+    log += feedback.get("log", "") + feedback.get("error", "")
     return entry.status, entry.reason, log
 
 
@@ -265,8 +268,6 @@ def grade(submissions: Path) -> None:
         shutil.copy(entry.file, dest / expected[entry.assignment])  # copied, never moved
         _drop_duplicate_cells(dest / expected[entry.assignment], f"{entry.student}/{entry.assignment}")
     _autograde_all(entries)  # each in its own kernel: a broken notebook cannot take the others down
-    for name in sorted({e.assignment for e in entries if e.status == submissions_mod.GRADED}):
-        step("generate_feedback", name, force=True, check=False)
     _read_scores(entries)
     _write_grades(entries, COURSE / "grades.csv")
     points = {name: max_points(name) for name in expected}
