@@ -68,16 +68,20 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox
 	$(BIN)/python -m pytest tests/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
-# Debian's Chromium for the browser test, installed where this user can (root + apt).
-browser:
-	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+# Debian packages, installed where this user can (root + apt-get) unless already there:
+# $(call apt_install,TEST THAT THEY ARE THERE,PACKAGES,WHAT FOR,IF APT-GET FAILED,IF THIS USER CANNOT)
+apt_install = if $(1); then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing chromium and chromium-driver (Debian packages) for the browser test"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null \
-	        || echo "could not install chromium: the browser test will skip (and fail under CI=true)"; \
+	    echo "installing $(strip $(2)) (Debian packages) $(strip $(3))"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2)) >/dev/null || $(4); \
 	else \
-	    echo "chromium is missing and this user cannot apt-get it: the browser test will skip (and fail under CI=true)"; \
+	    $(strip $(5)); \
 	fi
+
+browser:
+	@$(call apt_install,command -v chromium >/dev/null && command -v chromedriver >/dev/null,chromium chromium-driver,\
+	    for the browser test,echo "could not install chromium: the browser test will skip (and fail under CI=true)",\
+	    echo "chromium is missing and this user cannot apt-get it: the browser test will skip (and fail under CI=true)")
 
 # --- the PDF edition ----------------------------------------------------------
 # XeLaTeX through Sphinx's LaTeX builder. The self-study edition has the
@@ -115,15 +119,10 @@ endif
 # Debian's TeX packages for the PDF, installed where this user can (root + apt).
 TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy fonts-freefont-otf poppler-utils
 tex:
-	@missing=; for c in xelatex latexmk xindy pdftotext pdftoppm fc-list; do command -v $$c >/dev/null || missing=1; done; \
-	if [ -z "$$missing" ] && fc-list | grep -q FreeSerif; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing the TeX packages for the PDF: $(TEX_PACKAGES)"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEX_PACKAGES)) >/dev/null \
-	        || { echo "could not install them: apt-get install $(TEX_PACKAGES)"; exit 1; }; \
-	else \
-	    echo "the PDF needs Debian's $(TEX_PACKAGES): ask an administrator to apt-get install them"; exit 1; \
-	fi
+	@$(call apt_install,command -v xelatex >/dev/null && command -v latexmk >/dev/null && command -v xindy >/dev/null \
+	    && command -v pdftotext >/dev/null && command -v pdftoppm >/dev/null && fc-list | grep -q FreeSerif,\
+	    $(TEX_PACKAGES),for the PDF,{ echo "could not install them: apt-get install $(TEX_PACKAGES)"; exit 1; },\
+	    { echo "the PDF needs Debian's $(TEX_PACKAGES): ask an administrator to apt-get install them"; exit 1; })
 
 # --- the course (nbgrader) ----------------------------------------------------
 assignments: $(STAMP)
@@ -138,16 +137,11 @@ grade: $(STAMP) sandbox
 	    $(if $(JOBS),PM_GRADE_JOBS="$(JOBS)") \
 	    $(BIN)/python scripts/course.py grade "$(SUBMISSIONS)"
 
-# Debian's bubblewrap (and util-linux's prlimit) for grading, installed where this user can.
+# Debian's bubblewrap (and util-linux's prlimit) for grading.
 sandbox:
-	@if command -v bwrap >/dev/null && command -v prlimit >/dev/null; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing bubblewrap (Debian package) to grade student code in a sandbox"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux) >/dev/null \
-	        || echo "could not install bubblewrap: grading will refuse to run student code (UNSAFE=1 overrides)"; \
-	else \
-	    echo "bubblewrap is missing and this user cannot apt-get it: grading will refuse to run student code (UNSAFE=1 overrides)"; \
-	fi
+	@$(call apt_install,command -v bwrap >/dev/null && command -v prlimit >/dev/null,bubblewrap util-linux,\
+	    to grade student code in a sandbox,echo "could not install bubblewrap: grading will refuse to run student code (UNSAFE=1 overrides)",\
+	    echo "bubblewrap is missing and this user cannot apt-get it: grading will refuse to run student code (UNSAFE=1 overrides)")
 
 course-book: $(STAMP)
 	$(BIN)/python scripts/course.py book

@@ -134,7 +134,7 @@ def check() -> str:
 
 def hidden_paths() -> list[Path]:
     """What the kernel must not see: the repository, the course folder, the submissions, the home folder."""
-    paths = [ROOT, Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")), Path.home()]
+    paths = [ROOT, course_dir(), Path.home()]
     if os.environ.get("PM_SUBMISSIONS"):
         paths.append(Path(os.environ["PM_SUBMISSIONS"]))
     paths = sorted({p.resolve() for p in paths if p.exists()})
@@ -157,11 +157,15 @@ def probes_dir(runtime: Path) -> Path:
     return folder
 
 
+def course_dir() -> Path:
+    """The course folder (scripts/course.py's COURSE), resolved."""
+    return Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
+
+
 def graded_copy(work: Path) -> tuple[str, str] | None:
     """(student, assignment) when ``work`` is nbgrader's folder for a graded notebook."""
-    course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
     try:
-        student, assignment = work.resolve().relative_to(course / "autograded").parts[:2]
+        student, assignment = work.resolve().relative_to(course_dir() / "autograded").parts[:2]
     except ValueError:
         return None
     return student, assignment
@@ -176,9 +180,8 @@ def scratch_for(work: Path, runtime: Path) -> Path:
     writes there is thrown away with the sandbox.
     """
     scratch = runtime / "work"
-    course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
     graded = graded_copy(work)  # None: not a graded notebook (a test, say): an empty folder
-    submitted = course / "submitted" / graded[0] / graded[1] if graded else None
+    submitted = course_dir() / "submitted" / graded[0] / graded[1] if graded else None
     if submitted and submitted.is_dir():
         shutil.copytree(submitted, scratch, symlinks=True)
     else:
@@ -294,8 +297,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if not restart and getattr(self, "_runtime", None):
             graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
             if graded and (self._runtime / "probes").is_dir():  # kept for scripts/hidden.py
-                course = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course"))
-                keep = course / "probes" / graded[0] / graded[1]
+                keep = course_dir() / "probes" / graded[0] / graded[1]
                 shutil.rmtree(keep, ignore_errors=True)
                 shutil.copytree(self._runtime / "probes", keep)
             shutil.rmtree(self._runtime, ignore_errors=True)
