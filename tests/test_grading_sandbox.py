@@ -249,3 +249,30 @@ def test_the_run_ends_within_its_bound(graded):
     # per notebook: kernel start and grading (about 5 s here), plus at most one cell
     # timeout (10 s) for an attack that hangs; generous for a shared machine
     assert graded["elapsed"] < len(attacks(graded["course"], 0)) * (15 + 10), graded["elapsed"]
+
+
+def test_a_printing_loop_neither_fills_the_kernels_memory_nor_the_output(tmp_path):
+    """300 MB printed in one cell: at most a megabyte comes out, and the kernel stays small."""
+    import asyncio
+
+    async def run():
+        km = sandbox.SandboxKernelManager(kernel_name="python3")
+        await km.start_kernel(cwd=str(tmp_path))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            printed = []
+            code = ("import resource, sys\nfor _ in range(3000):\n    print('x' * 10**5)\n"
+                    "sys.stdout.written = 0\nprint('peak MiB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+            await kc.execute_interactive(code, timeout=120, output_hook=lambda m: printed.append(
+                m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
+            return "".join(printed)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    out = asyncio.run(run())
+    peak = int(out.split("peak MiB")[1].split()[0])
+    assert len(out) < 1_100_000, f"{len(out):,} characters of output came out of one cell"
+    assert peak < 200, f"the kernel reached {peak} MiB printing 300 MB"
