@@ -221,7 +221,7 @@ class Explorer:
                             f' title="{html.escape(caption)}"', 1)
         return Scrubber(f'<div class="pm-scrubber">{page}'
                         f'<p class="pm-scrubber-legend">{html.escape(self.name)} at each slider position —'
-                        f' {html.escape(caption)}</p></div>', png=self.frames_png())
+                        f' {html.escape(caption)}</p></div>', png=self.frames_png)
 
 
 class Scrubber:
@@ -230,17 +230,28 @@ class Scrubber:
     Displayed in a notebook, it stores both: the web page shows the HTML
     player (``text/html``), the PDF, whose builder prefers images to HTML,
     the grid of frames (``image/png``, from :meth:`Explorer.frames_png`).
+    The print form is drawn when it is first asked for, so a front end that
+    shows only HTML (or a grader that keeps no images) never pays for it.
 
     Parameters
     ----------
     data : str
         The self-contained HTML player.
-    png : bytes
-        The print form.
+    png : bytes or callable
+        The print form, or a function of no arguments that returns it.
     """
 
     def __init__(self, data, png):
-        self.data, self.png = data, png
+        if not (isinstance(png, bytes) or callable(png)):
+            raise TypeError(f"png must be PNG bytes or a function returning them, got {type(png).__name__}")
+        self.data, self._png = data, png
+
+    @property
+    def png(self) -> bytes:
+        """The print form, as PNG bytes (drawn on first use)."""
+        if callable(self._png):
+            self._png = self._png()
+        return self._png
 
     def _repr_html_(self):
         return self.data

@@ -142,6 +142,7 @@ def expected_notebooks() -> dict[str, str]:
     return {name: next((ROOT / "exercises" / name).glob("*.ipynb")).name for name in assignment_names()}
 
 
+@functools.cache
 def max_points(name: str) -> float:
     import nbformat
 
@@ -203,13 +204,22 @@ def _autograde_all(entries) -> None:
     import multiprocessing
 
     todo = [e for e in entries if e.status == submissions_mod.GRADED]
+    for assignment in sorted({e.assignment for e in todo}):
+        hidden.reference(assignment)  # once, here: forked workers inherit it
     n = min(jobs(), len(todo))
     if n <= 1:
         results = [_autograde(e) for e in todo]
     else:
+        import nbgrader.apps  # noqa: F401 -- imported once, here, rather than in every worker
+
+        # the longest notebooks first, so that no worker is left with one at the end (the
+        # instructor's notebook, with its outputs, is larger where there is more to run)
+        cost = {a: next((ROOT / "exercises" / a).glob("*.ipynb")).stat().st_size for a in expected_notebooks()}
+        order = sorted(range(len(todo)), key=lambda i: -cost[todo[i].assignment])
         context = multiprocessing.get_context("fork")  # the workers inherit the loaded modules
         with concurrent.futures.ProcessPoolExecutor(n, mp_context=context, initializer=_worker_start) as pool:
-            results = list(pool.map(_autograde, todo))
+            done = dict(zip(order, pool.map(_autograde, [todo[i] for i in order])))
+        results = [done[i] for i in range(len(todo))]
     with (COURSE / "nbgrader.log").open("a") as f:
         for entry, (status, reason, log) in zip(todo, results):
             entry.status, entry.reason = status, reason

@@ -6,11 +6,18 @@ source, and tracebacks quoting them, would reach the student. This preprocessor
 runs before the HTML is written: a graded cell keeps its visible checks, its
 hidden region becomes one comment line, and an error keeps only its last line
 (the visible check's message), or, when a hidden test failed, says just that.
+
+:class:`FeedbackExporter` is nbgrader's HTML exporter with the compiled
+templates kept between students: nbgrader makes a new exporter for each
+notebook, and compiling the feedback templates took about half of each
+notebook's feedback time.
 """
 from __future__ import annotations
 
 import re
 
+import jinja2
+from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
@@ -42,3 +49,33 @@ class HideHiddenTests(Preprocessor):
                     f"the visible checks passed, a hidden test did not: 0 of {points:g} points")
             out["traceback"] = [f"{out['ename']}: {out['evalue']}"]
         return cell, resources
+
+
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Compiled templates in memory, for the life of the grading process.
+
+    Jinja keys each entry by the template's name and a checksum of its source,
+    so a template that changes on disk is compiled again.
+    """
+
+    def __init__(self):
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self._code:
+            bucket.bytecode_from_string(self._code[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED = _CompiledTemplates()
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbgrader's feedback exporter (HTML), reusing compiled templates across notebooks."""
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = COMPILED
+        return environment

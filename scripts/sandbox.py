@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import traitlets
+from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +194,7 @@ def scratch_for(work: Path, runtime: Path) -> Path:
 
 
 OUTPUT_CAP = """\
-# Loaded by the grader's sandboxed kernel: a cell prints at most a megabyte per
+# Loaded by the grader's sandboxed kernel. A cell prints at most a megabyte per
 # stream. A loop that prints without end would otherwise fill the kernel's
 # memory faster than the output can be sent, and break every later cell.
 import contextlib
@@ -228,6 +232,11 @@ get_ipython().events.register("pre_execute", _new_cell)
 # IPython keeps a copy of everything a cell prints, for its history of outputs:
 # a printing loop would fill the memory all the same. The grader needs no history.
 get_ipython()._tee = lambda channel: contextlib.nullcontext()
+
+# Nor does it keep images: with matplotlib's Agg backend no figure is shown, and
+# the feedback shows an output's HTML before any image. Not drawing the print
+# forms of the interactive figures (image/png) saves about a second each.
+get_ipython().display_formatter.formatters["image/png"].enabled = False
 """
 
 
@@ -237,6 +246,30 @@ def output_cap(runtime: Path) -> Path:
     path.parent.mkdir()
     path.write_text(OUTPUT_CAP)
     return path
+
+
+@functools.cache
+def _font_list() -> Path | None:
+    """The grader's matplotlib font list (made here once if it is missing)."""
+    import matplotlib
+    from matplotlib import font_manager  # noqa: F401 -- importing it writes the list
+
+    found = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+    return found[-1] if found else None
+
+
+def matplotlib_cache(runtime: Path) -> Path:
+    """A matplotlib cache folder for one kernel, holding a copy of the grader's font list.
+
+    The kernel's home is the student's folder, where matplotlib finds no cache:
+    it would search the system's fonts again on every import (about a second
+    of CPU per notebook).
+    """
+    folder = runtime / "matplotlib"
+    folder.mkdir()
+    if _font_list():
+        shutil.copy(_font_list(), folder)
+    return folder
 
 
 def bwrap_argv(work: Path, runtime: Path) -> list[str]:
@@ -256,9 +289,39 @@ def bwrap_argv(work: Path, runtime: Path) -> list[str]:
              "--setenv", "JPY_PARENT_PID", "1",
              "--setenv", "HOME", str(work), "--setenv", "OPENBLAS_NUM_THREADS", "1",
              "--setenv", "PM_PROBES", str(probes_dir(runtime)),
-             "--setenv", "MPLBACKEND", "Agg", "--chdir", str(work),
+             "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", str(matplotlib_cache(runtime)),
+             "--chdir", str(work),
              "prlimit", f"--as={nbytes}", f"--cpu={cpu}", "--core=0", f"--fsize={nbytes}", "--"]
     return argv
+
+
+class SandboxKernelClient(AsyncKernelClient):
+    """The grader's client: ready as soon as the kernel answers on both channels.
+
+    jupyter_client's ``wait_for_ready`` then waits until IOPub has been quiet for
+    0.2 s, to drop the kernel's start-up messages; nbclient ignores messages
+    that do not answer its own requests, so the grader need not wait.
+    """
+
+    async def wait_for_ready(self, timeout=None):
+        deadline = time.monotonic() + (60 if timeout is None else timeout)
+        while time.monotonic() < deadline:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except queue.Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:  # IOPub is connected once it carries the kernel's status for that request
+                    await self.iopub_channel.get_msg(timeout=0.2)
+                except queue.Empty:
+                    pass
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+        raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
 
 
 class SandboxKernelManager(AsyncKernelManager):
@@ -267,6 +330,10 @@ class SandboxKernelManager(AsyncKernelManager):
     The kernel talks to the grader over Unix sockets in a private folder (TCP on
     loopback does not cross into a new network namespace).
     """
+
+    @traitlets.default("client_factory")
+    def _client_factory_default(self):
+        return SandboxKernelClient
 
     async def start_kernel(self, **kw):
         self._runtime = Path(tempfile.mkdtemp(prefix="pm-kernel-"))
@@ -291,6 +358,10 @@ class SandboxKernelManager(AsyncKernelManager):
             join = 'for g; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; shift; done; shift; exec "$@"'
             argv = ["sh", "-c", join, "sh", *map(str, self._cgroups), "--", *argv]
         return argv
+
+    async def _async_wait(self, pollinterval=0.1):
+        """Wait for the kernel to end, looking every 10 ms (a killed sandbox ends at once)."""
+        await super()._async_wait(pollinterval=min(pollinterval, 0.01))
 
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart=restart)

@@ -150,8 +150,29 @@ def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
     assert "proj-skew: ValueError" in hidden.failures(NAME, folder)["test-proj"]
 
 
+def test_feedback_templates_are_compiled_once_and_give_the_same_page():
+    """nbgrader makes an exporter per notebook; the second one must not compile the templates again."""
+    from unittest import mock
+
+    import jinja2
+    from nbconvert.exporters import HTMLExporter
+
+    import feedback
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("A $x^2$ check"),
+                                         nbformat.v4.new_code_cell("print('hello')")])
+    compile_ = jinja2.Environment.compile
+    with mock.patch.object(jinja2.Environment, "compile", autospec=True, side_effect=compile_) as compiled:
+        first, _ = feedback.FeedbackExporter().from_notebook_node(nb)
+        assert compiled.call_count > 0
+        compiled.reset_mock()
+        second, _ = feedback.FeedbackExporter().from_notebook_node(nb)
+        assert compiled.call_count == 0, f"{compiled.call_count} templates compiled again"
+    assert first == second == HTMLExporter().from_notebook_node(nb)[0]
+
+
 def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
-    """JOBS=2 writes the gradebook from two processes: the grades are those of JOBS=1."""
+    """JOBS=2 writes the gradebook from two processes, longest notebooks first: the grades are those of JOBS=1."""
     subs = tmp_path / "class"
     solved = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     release_like = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
@@ -161,6 +182,11 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
         dest = subs / f"s{i}" / NAME / NOTEBOOK
         dest.parent.mkdir(parents=True)
         nbformat.write(solved if i % 2 else release_like, dest)
+    two_heads = next((ROOT / "exercises" / "05_two_heads").glob("*.ipynb"))  # graded before 03, which is shorter
+    (subs / "s1" / "05_two_heads").mkdir()
+    (subs / "s1" / "05_two_heads" / two_heads.name).write_text(two_heads.read_text())
+    (subs / "s2" / "05_two_heads").mkdir()
+    (subs / "s2" / "05_two_heads" / two_heads.name).write_text("not a notebook")
     grades = {}
     for jobs in ("1", "2"):
         env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / f"course{jobs}"), PM_GRADE_JOBS=jobs)
@@ -170,3 +196,5 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
         grades[jobs] = (tmp_path / f"course{jobs}" / "grades.csv").read_text()
     assert grades["1"] == grades["2"]
     assert grades["1"].count(f"{NAME},graded,,3,3") == 2 and grades["1"].count(f"{NAME},graded,,0,3") == 2
+    assert "s1,05_two_heads,graded,,6,6" in grades["1"], grades["1"]
+    assert "s2,05_two_heads,could not be graded,not a notebook" in grades["1"], grades["1"]

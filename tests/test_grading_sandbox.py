@@ -251,28 +251,62 @@ def test_the_run_ends_within_its_bound(graded):
     assert graded["elapsed"] < len(attacks(graded["course"], 0)) * (15 + 10), graded["elapsed"]
 
 
-def test_a_printing_loop_neither_fills_the_kernels_memory_nor_the_output(tmp_path):
-    """300 MB printed in one cell: at most a megabyte comes out, and the kernel stays small."""
+def run_in_sandbox(folder: Path, code: str) -> tuple[str, list[dict]]:
+    """Run ``code`` in a sandboxed kernel: (everything printed, the data of every rich output)."""
     import asyncio
 
     async def run():
         km = sandbox.SandboxKernelManager(kernel_name="python3")
-        await km.start_kernel(cwd=str(tmp_path))
+        await km.start_kernel(cwd=str(folder))
         kc = km.client()
         kc.start_channels()
+        printed, shown = [], []
+
+        def hook(msg):
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            elif msg["msg_type"] in ("display_data", "execute_result"):
+                shown.append(msg["content"]["data"])
+
         try:
             await kc.wait_for_ready(timeout=60)
-            printed = []
-            code = ("import resource, sys\nfor _ in range(3000):\n    print('x' * 10**5)\n"
-                    "sys.stdout.written = 0\nprint('peak MiB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
-            await kc.execute_interactive(code, timeout=120, output_hook=lambda m: printed.append(
-                m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
-            return "".join(printed)
+            await kc.execute_interactive(code, timeout=120, output_hook=hook)
+            return "".join(printed), shown
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
-    out = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_a_printing_loop_neither_fills_the_kernels_memory_nor_the_output(tmp_path):
+    """300 MB printed in one cell: at most a megabyte comes out, and the kernel stays small."""
+    code = ("import resource, sys\nfor _ in range(3000):\n    print('x' * 10**5)\n"
+            "sys.stdout.written = 0\nprint('peak MiB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+    out, _ = run_in_sandbox(tmp_path, code)
     peak = int(out.split("peak MiB")[1].split()[0])
     assert len(out) < 1_100_000, f"{len(out):,} characters of output came out of one cell"
     assert peak < 200, f"the kernel reached {peak} MiB printing 300 MB"
+
+
+def test_matplotlib_in_the_sandbox_does_not_search_the_fonts_again(tmp_path):
+    """The kernel's home is the student's folder: matplotlib finds the grader's font list there."""
+    out, _ = run_in_sandbox(tmp_path, "import matplotlib.pyplot as plt\nimport matplotlib\n"
+                                      "print('cache', matplotlib.get_cachedir())")
+    assert "building the font cache" not in out, out
+    assert "cache " in out and str(tmp_path) not in out, out
+
+
+def test_the_grader_keeps_no_images_and_draws_no_print_forms(tmp_path):
+    """An interactive figure shows its HTML player in the feedback; its print form is never drawn."""
+    code = """
+import numpy as np
+from IPython.display import display
+from attnlib import widgets
+s = widgets.beta_explorer(np.eye(3), np.eye(3)[0]).scrubber()
+display(s)
+print("print form drawn:", not callable(s._png))
+"""
+    out, shown = run_in_sandbox(tmp_path, code)
+    assert "print form drawn: False" in out, out
+    assert shown and all("text/html" in d and "image/png" not in d for d in shown), [list(d) for d in shown]

@@ -110,3 +110,14 @@ def test_print_form_is_a_grid_of_frames_and_leaves_the_figure_as_it_was(explorer
         assert s._repr_html_() == s.data and s._repr_png_().startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="max_frames"):
         explorers["beta"].frames_png(max_frames=0)
+
+
+def test_the_print_form_is_drawn_on_demand_and_does_not_depend_on_the_live_figure(explorers):
+    e = explorers["beta"]
+    s = e.scrubber()
+    assert callable(s._png), "the print form was drawn before anything asked for it"
+    e.update(e.values[-1])  # the reader moved the slider before the print form was asked for
+    assert s.png == e.frames_png()
+    assert s.png is s.png  # drawn once
+    with pytest.raises(TypeError, match="png must be"):
+        type(s)("<p></p>", png="not bytes")
