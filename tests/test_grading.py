@@ -150,25 +150,87 @@ def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
     assert "proj-skew: ValueError" in hidden.failures(NAME, folder)["test-proj"]
 
 
-def test_feedback_templates_are_compiled_once_and_give_the_same_page():
-    """nbgrader makes an exporter per notebook; the second one must not compile the templates again."""
+def _feedback_page(exporter_class, nb):
+    """A feedback page made the way nbgrader makes it (template, paths, grades), by ``exporter_class``."""
+    import copy
+
+    import nbgrader
+
+    here = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
+    exporter = exporter_class(template_name="feedback", extra_template_basedirs=[str(here / "templates")],
+                              extra_template_paths=[str(here / "static" / "node_modules" / "bootstrap" / "dist" / "css")])
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:  # what nbgrader's GetGrades adds
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") or meta.get("solution"):
+            meta.update(score=meta.get("points", 0), comment="")
+    resources = {"nbgrader": {"score": 3, "max_score": 3, "late_penalty": 0}}
+    return exporter.from_notebook_node(nb, resources)[0]
+
+
+def test_feedback_pages_are_nbconverts_made_cheaper():
+    """Compiled templates are reused, and the page is that of nbconvert's HTMLExporter (up to its
+    second pass, which only re-serialises it here, and the ids it draws at random)."""
+    import re
     from unittest import mock
 
     import jinja2
+    from bs4 import BeautifulSoup
     from nbconvert.exporters import HTMLExporter
 
     import feedback
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("A $x^2$ check"),
-                                         nbformat.v4.new_code_cell("print('hello')")])
+    nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     compile_ = jinja2.Environment.compile
     with mock.patch.object(jinja2.Environment, "compile", autospec=True, side_effect=compile_) as compiled:
-        first, _ = feedback.FeedbackExporter().from_notebook_node(nb)
+        first = _feedback_page(feedback.FeedbackExporter, nb)
         assert compiled.call_count > 0
         compiled.reset_mock()
-        second, _ = feedback.FeedbackExporter().from_notebook_node(nb)
+        second = _feedback_page(feedback.FeedbackExporter, nb)
         assert compiled.call_count == 0, f"{compiled.call_count} templates compiled again"
-    assert first == second == HTMLExporter().from_notebook_node(nb)[0]
+    with mock.patch("nbconvert.exporters.html.BeautifulSoup", wraps=BeautifulSoup) as parsed:
+        reference = _feedback_page(HTMLExporter, nb)
+        assert parsed.call_count == 1
+        parsed.reset_mock()
+        _feedback_page(feedback.FeedbackExporter, nb)
+        assert parsed.call_count == 0, "the page was parsed a second time for nothing"
+
+    def same(page):
+        return re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "<id>", str(BeautifulSoup(page, "html.parser")))
+    assert same(first) == same(second) == same(reference)
+    assert "Test cell" in first and "extract_projector" in first
+
+
+def test_feedback_pages_still_get_alt_text_for_images():
+    """An image without alt text takes HTMLExporter's way, second pass included."""
+    import feedback
+
+    nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell('<img src="data:image/png;base64,AAAA">'))
+    page = _feedback_page(feedback.FeedbackExporter, nb)
+    assert 'alt="No description has been provided for this image"' in page
+
+
+def test_the_gradebook_engine_is_made_once_per_process(tmp_path):
+    """nbgrader opens the gradebook about ten times per notebook: the grader keeps one engine
+    (and its compiled statements), and a gradebook closed and opened again still works."""
+    code = """
+import course
+from nbgrader.api import Gradebook
+url = course.api().coursedir.db_url
+with Gradebook(url) as first:
+    first.add_student("ada")
+with Gradebook(url) as second:
+    assert second.engine is first.engine, "a new engine for every gradebook"
+    assert [s.id for s in second.students] == ["ada"]
+course._worker_start()
+with Gradebook(url) as third:
+    assert third.engine is not first.engine, "a worker must not use the engine of the process it was forked from"
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "scripts", capture_output=True, text=True,
+                          env=dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course")), timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
