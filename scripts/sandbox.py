@@ -235,7 +235,7 @@ get_ipython()._tee = lambda channel: contextlib.nullcontext()
 
 # Nor does it keep images: with matplotlib's Agg backend no figure is shown, and
 # the feedback shows an output's HTML before any image. Not drawing the print
-# forms of the interactive figures (image/png) saves about a second each.
+# forms of the interactive figures (image/png) saves over half a second each.
 get_ipython().display_formatter.formatters["image/png"].enabled = False
 """
 
@@ -304,7 +304,13 @@ class SandboxKernelClient(AsyncKernelClient):
     """
 
     async def wait_for_ready(self, timeout=None):
-        deadline = time.monotonic() + (60 if timeout is None else timeout)
+        """Return once the kernel has answered ``kernel_info`` and IOPub carries its messages.
+
+        ``timeout`` seconds (default 60) at most; raises RuntimeError when the
+        kernel dies or does not answer in time.
+        """
+        timeout = 60 if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.kernel_info()
             try:
