@@ -58,7 +58,8 @@ class ExecuteWithOutputCap(Execute):
 # Every student notebook runs in a sandboxed kernel (scripts/sandbox.py).
 import sys  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+if os.path.join(ROOT, "scripts") not in sys.path:  # this file is read again for each nbgrader app
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from sandbox import SandboxKernelManager  # noqa: E402
 
 c.Execute.kernel_manager_class = SandboxKernelManager

@@ -30,6 +30,11 @@ def assignment_names() -> list[str]:
                   if p.is_dir() and any(p.glob("*.ipynb")))
 
 
+def source_notebook(name: str) -> Path:
+    """The instructor's notebook of an assignment (solutions and hidden tests)."""
+    return next((ROOT / "exercises" / name).glob("*.ipynb"))
+
+
 _ENGINES: dict = {}  # the gradebook's SQLAlchemy engines in this process, by URL
 
 
@@ -104,7 +109,7 @@ def test_cells_stand_alone(name: str) -> list[str]:
             found |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.name}
         return found
 
-    nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+    nb = nbformat.read(source_notebook(name), as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and "get_ipython" not in c.source]
     is_test = [bool(c.metadata.get("nbgrader", {}).get("grade")) and not c.metadata["nbgrader"].get("solution")
                for c in cells]
@@ -132,40 +137,32 @@ def assignments() -> None:
     print(f"Student versions: {COURSE / 'release'}")
 
 
-def _drop_duplicate_cells(path: Path, who: str) -> None:
+def _drop_duplicate_cells(nb) -> list[str]:
     """nbgrader rejects a whole notebook when a graded cell appears twice (a
     copy-paste accident): keep the first copy of each grade_id, drop the rest.
-    Only the copy in course/submitted is changed; the original stays as it was."""
-    import nbformat
-
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as err:  # not JSON at all: nbgrader will grade it 0
-        print(f"  {who}: {path.name} is not a readable notebook ({err})")
-        return
-    seen, kept = set(), []
+    Returns the grade_ids dropped."""
+    seen, kept, dropped = set(), [], []
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if gid is not None and gid in seen:
-            print(f"  {who}: dropped a duplicate of cell {gid!r} in {path.name}")
+            dropped.append(gid)
             continue
         seen.add(gid)
         kept.append(cell)
-    if len(kept) != len(nb.cells):
-        nb.cells = kept
-        nbformat.write(nb, path)
+    nb.cells = kept
+    return dropped
 
 
 def expected_notebooks() -> dict[str, str]:
     """Each assignment's notebook file name, as students receive it."""
-    return {name: next((ROOT / "exercises" / name).glob("*.ipynb")).name for name in assignment_names()}
+    return {name: source_notebook(name).name for name in assignment_names()}
 
 
 @functools.cache
 def max_points(name: str) -> float:
     import nbformat
 
-    nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+    nb = nbformat.read(source_notebook(name), as_version=4)
     return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
 
 
@@ -234,7 +231,7 @@ def _autograde_all(entries) -> None:
 
         # the longest notebooks first, so that no worker is left with one at the end (the
         # instructor's notebook, with its outputs, is larger where there is more to run)
-        cost = {a: next((ROOT / "exercises" / a).glob("*.ipynb")).stat().st_size for a in expected_notebooks()}
+        cost = {a: source_notebook(a).stat().st_size for a in expected_notebooks()}
         order = sorted(range(len(todo)), key=lambda i: -cost[todo[i].assignment])
         context = multiprocessing.get_context("fork")  # the workers inherit the loaded modules
         with concurrent.futures.ProcessPoolExecutor(n, mp_context=context, initializer=_worker_start) as pool:
@@ -287,7 +284,7 @@ def grade(submissions: Path) -> None:
         if entry.status != submissions_mod.GRADED:
             continue
         try:  # a file that is not a notebook fails here, with nbformat's reason
-            nbformat.read(entry.file, as_version=4)
+            nb = nbformat.read(entry.file, as_version=4)
         except Exception as err:  # noqa: BLE001 -- any unreadable file
             entry.status, entry.reason = submissions_mod.FAILED, f"not a notebook ({type(err).__name__}: {err})"[:200]
             continue
@@ -295,8 +292,14 @@ def grade(submissions: Path) -> None:
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        shutil.copy(entry.file, dest / expected[entry.assignment])  # copied, never moved
-        _drop_duplicate_cells(dest / expected[entry.assignment], f"{entry.student}/{entry.assignment}")
+        name = expected[entry.assignment]
+        dropped = _drop_duplicate_cells(nb)  # only nbgrader's copy changes; the student's file stays as it was
+        for gid in dropped:
+            print(f"  {entry.student}/{entry.assignment}: dropped a duplicate of cell {gid!r} in {name}")
+        if dropped:
+            nbformat.write(nb, dest / name)
+        else:
+            shutil.copy(entry.file, dest / name)  # copied, never moved
     _autograde_all(entries)  # each in its own kernel: a broken notebook cannot take the others down
     _read_scores(entries)
     _write_grades(entries, COURSE / "grades.csv")

@@ -101,7 +101,6 @@ def remove_cgroup(groups: list[Path]) -> None:
             except FileNotFoundError:
                 break
             except OSError:
-                import time
                 time.sleep(0.1)
 
 
