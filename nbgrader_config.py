@@ -72,7 +72,11 @@ from nbgrader.preprocessors import GetGrades  # noqa: E402
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 c.GenerateFeedback.exporter_class = FeedbackExporter
 
+# Each point judged on its own function: before the notebook runs, each test cell gets
+# the instructor's versions of the functions judged above it (scripts/isolate.py).
+from isolate import HandInstructorVersions  # noqa: E402
+
 c.Autograde.autograde_preprocessors = [
-    ExecuteWithOutputCap if p is Execute else p
-    for p in Autograde.class_traits()["autograde_preprocessors"].default()
+    q for p in Autograde.class_traits()["autograde_preprocessors"].default()
+    for q in ((HandInstructorVersions, ExecuteWithOutputCap) if p is Execute else (p,))
 ]

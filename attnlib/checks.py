@@ -3,10 +3,21 @@
 Each check raises ``AssertionError`` with a sentence a student can act on
 (a wrong shape, weights that do not sum to one, a value that is not finite).
 They test properties only; the exercises' hidden tests compare values.
+
+:class:`judging` marks what a test cell judges, so that each point is judged
+on its own function: while the grader runs the block, every exercise function
+already judged by an earlier cell is the instructor's version, so one wrong
+helper costs its own points and no others.
 """
 from __future__ import annotations
 
+import ast
+import sys
+
 import numpy as np
+
+_offered: str | None = None   # the grader's source for the next judging block
+_MISSING = object()
 
 
 def check_array(x, name: str, shape: tuple | None = None) -> np.ndarray:
@@ -41,3 +52,72 @@ def check_scalar(x, name: str) -> float:
     if arr.shape != ():
         raise AssertionError(f"{name} should be a single number, but it has shape {arr.shape}")
     return float(arr)
+
+
+def _offer(source: str) -> None:
+    """For the grader only: the instructor's versions of the functions judged so far.
+
+    The grader puts one call to this at the top of a test cell; the cell's
+    :class:`judging` block takes the source and puts those functions in place
+    of the student's while it runs. The source holds only functions whose own
+    test cells have already run, so nothing in it can earn a later point.
+    """
+    global _offered
+    _offered = source
+
+
+class judging:
+    """Run a test cell's checks on ``names`` alone.
+
+    Inside the block, while grading, every exercise function already judged
+    by an earlier test cell is the instructor's version (the student's comes
+    back afterwards), so a wrong helper cannot cost the points of a right
+    function that calls it. Outside grading (a student's own Jupyter, the
+    instructor's notebook) the block changes nothing. A ``NameError`` for a
+    judged function says that the function is missing.
+
+    Parameters
+    ----------
+    *names : str
+        The functions (or answers) this test cell gives points for.
+
+    Examples
+    --------
+    >>> def double(x):
+    ...     return 2 * x
+    >>> with judging("double"):
+    ...     assert double(2) == 4
+    """
+
+    def __init__(self, *names: str):
+        if not names or not all(isinstance(n, str) and n.isidentifier() for n in names):
+            raise ValueError(f"judging needs the names of the functions judged, got {names!r}")
+        self.names = names
+        self._saved: dict = {}
+
+    def __enter__(self):
+        global _offered
+        source, _offered = _offered, None
+        if not source:
+            return self
+        user = sys._getframe(1).f_globals   # the notebook's namespace
+        instructor = dict(user)             # the instructor's functions see each other
+        exec(compile(source, "<the instructor's version>", "exec"), instructor)
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and node.name not in self.names:
+                self._saved[node.name] = user.get(node.name, _MISSING)
+                user[node.name] = instructor[node.name]
+        self._user = user
+        return self
+
+    def __exit__(self, kind, error, trace):
+        for name, value in self._saved.items():
+            if value is _MISSING:
+                self._user.pop(name, None)
+            else:
+                self._user[name] = value
+        self._saved = {}
+        if isinstance(error, NameError) and getattr(error, "name", None) in self.names:
+            error.args = (f"{error.name} is not defined: the cell that defines it was deleted, renamed,"
+                          " not run, or raised an error",)
+        return False  # errors go on, with their own traceback

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import hidden
+import isolate
 import submissions as submissions_mod
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,9 +129,14 @@ def test_cells_stand_alone(name: str) -> list[str]:
 
 
 def assignments() -> None:
+    import nbformat
+
     problems = [p for name in assignment_names() for p in test_cells_stand_alone(name)]
+    problems += [p for name in assignment_names()
+                 for p in isolate.problems(nbformat.read(source_notebook(name), as_version=4), name)]
     if problems:
-        sys.exit("Each test cell must stand alone (a student may delete or break another):\n  "
+        sys.exit("Each test cell must stand alone (a student may delete or break another) and judge"
+                 " its own function (see scripts/isolate.py):\n  "
                  + "\n  ".join(problems))
     for name in assignment_names():
         step("generate_assignment", name, force=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -19,13 +20,15 @@ import nbformat
 import numpy as np
 import pytest
 
-from wrong_answers import WRONG
+import attnlib.checks as checks
+from wrong_answers import ALTERNATIVES, WRONG
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import isolate  # noqa: E402
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
 REGION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS\n?", re.S)
 
 
 def notebook(name):
@@ -70,6 +73,42 @@ def with_wrong_answer(source, target, body):
     return source[:m.start()] + textwrap.indent(textwrap.dedent(body).strip() + "\n", indent) + source[m.end():]
 
 
+def hidden_span(test):
+    """1-based line numbers of the hidden region's first and last lines (the markers)."""
+    lines = test.splitlines()
+    begin = next(i for i, line in enumerate(lines) if "### BEGIN HIDDEN TESTS" in line)
+    end = next(i for i, line in enumerate(lines) if "### END HIDDEN TESTS" in line)
+    return begin + 1, end + 1
+
+
+class _VisibleLenient(ast.NodeTransformer):
+    """The visible statements of a test cell made harmless (asserts off, failures ignored),
+    the hidden region left as it is: only the hidden tests judge."""
+
+    def __init__(self, span):
+        self.first, self.last = span
+
+    def _body(self, body):
+        out = []
+        for stmt in body:
+            end = getattr(stmt, "end_lineno", stmt.lineno)
+            if end < self.first or stmt.lineno > self.last:      # wholly visible
+                stmt = _NoAsserts().visit(stmt)
+                stmt = ast.Try(body=[stmt], handlers=[ast.ExceptHandler(
+                    type=ast.Tuple([ast.Name("AssertionError", ast.Load()), ast.Name("FloatingPointError", ast.Load())],
+                                   ast.Load()), name=None, body=[ast.Pass()])], orelse=[], finalbody=[])
+            elif stmt.lineno < self.first:                         # holds the hidden region: go inside
+                for field in ("body", "orelse", "finalbody"):
+                    if isinstance(getattr(stmt, field, None), list):
+                        setattr(stmt, field, self._body(getattr(stmt, field)))
+            out.append(stmt)
+        return out
+
+    def visit_Module(self, node):
+        node.body = self._body(node.body)
+        return node
+
+
 class _NoAsserts(ast.NodeTransformer):
     def visit_Assert(self, node):
         return ast.Pass()
@@ -86,38 +125,43 @@ def _lenient_checks(ns):
         ns["check_verdict"] = lambda *a, **k: None
 
 
+def run_cell(name, test_id, answers, part):
+    """Run test cell ``test_id`` as the grader does, with ``answers`` (solution cell sources with a
+    student's answers) in place: the instructor's versions of the functions judged above it are
+    offered to its ``judging`` block. ``part`` is "visible" (the hidden region left out) or "hidden"
+    (the visible checks made harmless). Returns the error raised, or None."""
+    nb = notebook(name)
+    test = next(c.source for c in nb.cells if grade_id(c) == test_id)
+    first, last = hidden_span(test)
+    if part == "visible":
+        lines = test.splitlines()
+        tree = ast.parse("\n".join(lines[:first - 1] + lines[last:]))
+    else:
+        tree = ast.fix_missing_locations(_VisibleLenient((first, last)).visit(ast.parse(test)))
+    ns = dict(solved_namespace(name))
+    for source in answers:
+        exec(compile(source, f"<{name}: answer>", "exec"), ns)
+    if part == "hidden":
+        _lenient_checks(ns)
+    checks._offer(isolate.instructor_source(nb, test_id))
+    try:
+        with np.errstate(all="ignore"):
+            exec(compile(tree, f"<{name}:{test_id} {part}>", "exec"), ns)
+    except Exception as err:  # noqa: BLE001 -- any failure of the cell counts
+        return err
+    finally:
+        checks._offered = None
+    return None
+
+
 def run_test_cell(name, target, test_id, body):
     """(error of the visible part, error of the hidden part) with ``target`` answered by ``body``."""
     wrong = with_wrong_answer(solution_cell(name, target).source, target, body)
-    test = next(c.source for c in notebook(name).cells if grade_id(c) == test_id)
-    hidden = "\n".join(HIDDEN.findall(test))
-    visible = HIDDEN.sub("", test)
-    assert hidden.strip(), f"{name}:{test_id} has no hidden tests"
+    return run_cell(name, test_id, [wrong], "visible"), run_cell(name, test_id, [wrong], "hidden")
 
-    def run(parts):
-        ns = dict(solved_namespace(name))
-        exec(compile(wrong, f"<{name}: wrong {target}>", "exec"), ns)
-        try:
-            for part in parts(ns):
-                exec(part, ns)
-        except Exception as err:  # noqa: BLE001 -- any failure of the cell counts
-            return err
-        return None
 
-    def visible_only(ns):
-        yield compile(visible, f"<{name}:{test_id} visible>", "exec")
-
-    def hidden_only(ns):
-        _lenient_checks(ns)
-        for stmt in _NoAsserts().visit(ast.parse(visible)).body:  # visible set-up, run statement by statement
-            try:
-                exec(compile(ast.Module([ast.fix_missing_locations(stmt)], []), "<visible set-up>", "exec"), ns)
-            except (AssertionError, FloatingPointError):
-                pass
-        yield compile(hidden, f"<{name}:{test_id} hidden>", "exec")
-
-    with np.errstate(all="ignore"):
-        return run(visible_only), run(hidden_only)
+def test_cells(name):
+    return [grade_id(c) for c in notebook(name).cells if isolate.is_test(c)]
 
 
 CASES = [(name, *case) for name, cases in WRONG.items() for case in cases]
@@ -140,6 +184,47 @@ def test_the_instructor_solutions_pass_both_parts():
             cell = solution_cell(name, target)
             right = REGION.search(cell.source, max(cell.source.find(f"def {target}("), 0)).group(1)
             assert run_test_cell(name, target, test_id, right) == (None, None), (name, target)
+
+
+@pytest.mark.parametrize("name,target,test_id,why,body", CASES,
+                         ids=[f"{c[0][:2]}-{c[1]}-{i}" for i, c in enumerate(CASES)])
+def test_a_wrong_answer_costs_only_its_own_cells(name, target, test_id, why, body):
+    """Every other test cell of the notebook passes, visible and hidden parts alike: a wrong
+    helper does not take the points of the right functions that call it."""
+    wrong = with_wrong_answer(solution_cell(name, target).source, target, body)
+    for other in test_cells(name):
+        if target in isolate.judged(next(c.source for c in notebook(name).cells if grade_id(c) == other)):
+            continue
+        for part in ("visible", "hidden"):
+            error = run_cell(name, other, [wrong], part)
+            assert error is None, f"a wrong {target} ({why}) fails {other}'s {part} part: {error!r}"
+
+
+ALT_CASES = [(name, *case) for name, cases in ALTERNATIVES.items() for case in cases]
+
+
+@pytest.mark.parametrize("name,target,why,body", ALT_CASES,
+                         ids=[f"{c[0][:2]}-{c[1]}-{i}" for i, c in enumerate(ALT_CASES)])
+def test_a_valid_alternative_keeps_every_point(name, target, why, body):
+    answer = with_wrong_answer(solution_cell(name, target).source, target, body)
+    for test_id in test_cells(name):
+        for part in ("visible", "hidden"):
+            error = run_cell(name, test_id, [answer], part)
+            assert error is None, f"a valid {target} ({why}) fails {test_id}'s {part} part: {error!r}"
+
+
+def test_every_exercise_function_has_two_valid_alternatives():
+    for name in ASSIGNMENTS:
+        for fn in functions(name):
+            n = sum(1 for c in ALTERNATIVES.get(name, []) if c[0] == fn)
+            assert n >= 2, f"{name}: {fn} has {n} valid alternative answers listed"
+
+
+def test_every_test_cell_judges_its_own_function():
+    """What make assignments checks: each test cell is a judging block, relying only on itself
+    and on functions judged above it."""
+    for name in ASSIGNMENTS:
+        assert isolate.problems(notebook(name), name) == []
 
 
 def functions(name):

@@ -1,4 +1,5 @@
-"""Common wrong answers to every exercise function, the way students write them.
+"""Common wrong answers to every exercise function, the way students write them,
+and valid answers that differ from the instructor's.
 
 ``WRONG[assignment]`` lists ``(function, test cell, what is wrong, the wrong code)``;
 the code replaces the function's solution region. ``test_exercises.py`` checks that
@@ -37,6 +38,8 @@ WRONG = {
          "return np.exp(beta) * keys[j]"),
         ("copy_query", "test-copy", "all keys summed",
          "return beta * keys.sum(axis=0)"),
+        ("copy_query", "test-copy", "key 1 hard-coded, whatever j is",
+         "return beta * keys[1]"),
         ("smallest_beta", "test-beta", "n - 1 forgotten",
          "return np.log(weight / (1 - weight))"),
         ("smallest_beta", "test-beta", "no logarithm",
@@ -288,5 +291,38 @@ WRONG = {
          "d = d_model // n_heads\nreturn {'X': (T, d_model), 'W_Q_i': (d_model, d), 'Q_i': (T, d), 'pattern_i': (T, T),\n"
          "        'z_i': (T, d), 'concat': (T, n_heads * d), 'W_O': (n_heads * d, d_model), 'W_O_i': (d, d_model),\n"
          "        'term_i': (T, d_model), 'W_P_i': (d_model, d_model), 'W_M_i': (d_model, d_model), 'output': (T, d_model)}"),
+    ],
+}
+
+
+# Right answers written another way: ``(function, what differs, the code)``. Each keeps every point.
+ALTERNATIVES = {
+    "01_copying": [
+        ("attention_weights", "scipy-free logsumexp written out",
+         "s = keys @ q\nlse = s.max() + np.log(np.exp(s - s.max()).sum())\nreturn np.exp(s - lse)"),
+        ("attention_weights", "a loop over the keys, and a warning from a discarded branch",
+         "s = np.array([k @ q for k in keys])\n_ = np.log(np.zeros(1))   # warns: divide by zero\n"
+         "e = np.exp(s - max(s))\nreturn e / sum(e)"),
+        ("attend", "a sum over the keys",
+         "w = attention_weights(keys, q)\nreturn sum(w[i] * values[i] for i in range(len(values)))"),
+        ("attend", "einsum",
+         "return np.einsum('n,nd->d', attention_weights(keys, q), values)"),
+        ("copy_query", "keys^T e_j scaled",
+         "e = np.zeros(len(keys)); e[j] = beta\nreturn keys.T @ e"),
+        ("copy_query", "solve for the scores with least squares",
+         "target = beta * np.eye(len(keys))[j]\nreturn np.linalg.lstsq(keys, target, rcond=None)[0]"),
+        ("smallest_beta", "logit plus log(n - 1)",
+         "return np.log(weight / (1 - weight)) + np.log(n - 1) if weight < 0.999 else "
+         "np.log(weight) - np.log1p(-weight) + np.log(n - 1)"),
+        ("smallest_beta", "log of weight (n - 1) over 1 - weight, with log1p",
+         "return np.log(weight * (n - 1)) - np.log1p(-weight)"),
+        ("copy_margin", "a mask instead of delete",
+         "s = keys @ q\nothers = np.where(np.arange(len(s)) == j, -np.inf, s)\nreturn s[j] - others.max()"),
+        ("copy_margin", "a loop",
+         "best = max(float(keys[i] @ q) for i in range(len(keys)) if i != j)\nreturn float(keys[j] @ q) - best"),
+        ("copy_weight_bound", "the logistic through logaddexp",
+         "return np.exp(-np.logaddexp(0, np.log(n - 1) - margin))"),
+        ("copy_weight_bound", "two branches of the logistic",
+         "x = margin - np.log(n - 1)\nreturn 1 / (1 + np.exp(-x)) if x >= 0 else np.exp(x) / (1 + np.exp(x))"),
     ],
 }
