@@ -213,18 +213,18 @@ def test_a_valid_alternative_keeps_every_point(name, target, why, body):
             assert error is None, f"a valid {target} ({why}) fails {test_id}'s {part} part: {error!r}"
 
 
-def test_every_exercise_function_has_two_valid_alternatives():
-    for name in ASSIGNMENTS:
-        for fn in functions(name):
-            n = sum(1 for c in ALTERNATIVES.get(name, []) if c[0] == fn)
-            assert n >= 2, f"{name}: {fn} has {n} valid alternative answers listed"
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_exercise_function_has_two_valid_alternatives(name):
+    for fn in functions(name):
+        n = sum(1 for c in ALTERNATIVES.get(name, []) if c[0] == fn)
+        assert n >= 2, f"{name}: {fn} has {n} valid alternative answers listed"
 
 
-def test_every_test_cell_judges_its_own_function():
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_test_cell_judges_its_own_function(name):
     """What make assignments checks: each test cell is a judging block, relying only on itself
     and on functions judged above it."""
-    for name in ASSIGNMENTS:
-        assert isolate.problems(notebook(name), name) == []
+    assert isolate.problems(notebook(name), name) == []
 
 
 def functions(name):
