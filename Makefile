@@ -11,7 +11,7 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
 PARALLEL ?= 2
 
-.PHONY: help install book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book clean
+.PHONY: help install book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book fairness clean
 
 help:
 	@echo "make book     build the HTML book into _build/html (installs first)"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench    benchmarks (not part of make test)"
 	@echo "make model    retrain the shipped models (needs PyTorch CPU; installs torch==2.13.0 if it can)"
 	@echo "make assignments / make grade SUBMISSIONS=DIR / make course-book   course workflow"
+	@echo "make fairness grade every listed wrong and alternative answer through make grade"
 
 # --- environment ----------------------------------------------------------
 $(STAMP): requirements.txt pyproject.toml
@@ -142,6 +143,11 @@ sandbox:
 	@$(call apt_install,command -v bwrap >/dev/null && command -v prlimit >/dev/null,bubblewrap util-linux,\
 	    to grade student code in a sandbox,echo "could not install bubblewrap: grading will refuse to run student code (UNSAFE=1 overrides)",\
 	    echo "bubblewrap is missing and this user cannot apt-get it: grading will refuse to run student code (UNSAFE=1 overrides)")
+
+# Every listed wrong answer and valid alternative, graded through make grade (the sandbox
+# included); make test grades a representative class of them (tests/test_fairness.py).
+fairness: $(STAMP) sandbox
+	PM_FAIRNESS=all $(BIN)/python -m pytest tests/test_fairness.py -p no:cacheprovider -q
 
 course-book: $(STAMP)
 	$(BIN)/python scripts/course.py book

@@ -160,7 +160,7 @@ def run_test_cell(name, target, test_id, body):
     return run_cell(name, test_id, [wrong], "visible"), run_cell(name, test_id, [wrong], "hidden")
 
 
-def test_cells(name):
+def graded_cells(name):
     return [grade_id(c) for c in notebook(name).cells if isolate.is_test(c)]
 
 
@@ -192,7 +192,7 @@ def test_a_wrong_answer_costs_only_its_own_cells(name, target, test_id, why, bod
     """Every other test cell of the notebook passes, visible and hidden parts alike: a wrong
     helper does not take the points of the right functions that call it."""
     wrong = with_wrong_answer(solution_cell(name, target).source, target, body)
-    for other in test_cells(name):
+    for other in graded_cells(name):
         if target in isolate.judged(next(c.source for c in notebook(name).cells if grade_id(c) == other)):
             continue
         for part in ("visible", "hidden"):
@@ -207,7 +207,7 @@ ALT_CASES = [(name, *case) for name, cases in ALTERNATIVES.items() for case in c
                          ids=[f"{c[0][:2]}-{c[1]}-{i}" for i, c in enumerate(ALT_CASES)])
 def test_a_valid_alternative_keeps_every_point(name, target, why, body):
     answer = with_wrong_answer(solution_cell(name, target).source, target, body)
-    for test_id in test_cells(name):
+    for test_id in graded_cells(name):
         for part in ("visible", "hidden"):
             error = run_cell(name, test_id, [answer], part)
             assert error is None, f"a valid {target} ({why}) fails {test_id}'s {part} part: {error!r}"
