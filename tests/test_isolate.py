@@ -1,0 +1,116 @@
+"""Each point judged on its own function: the judging block, what the grader hands it, and
+what make assignments refuses."""
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import attnlib.checks as checks
+from attnlib.checks import judging
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import isolate  # noqa: E402
+
+
+def cell(source, gid, solution=False, points=1):
+    c = nbformat.v4.new_code_cell(source)
+    c.metadata["nbgrader"] = {"grade_id": gid, "solution": solution, "grade": not solution,
+                              "points": 0 if solution else points, "locked": not solution, "schema_version": 3}
+    return c
+
+
+SOLUTION = '''
+def weights(s):
+    ### BEGIN SOLUTION
+    e = _exp(s - max(s))
+    return e / e.sum()
+    ### END SOLUTION
+
+
+def _exp(x):
+    import numpy as np
+    return np.exp(x)
+
+
+def pick(s):
+    ### BEGIN SOLUTION
+    return weights(s).argmax()
+    ### END SOLUTION
+
+
+def last(s):
+    ### BEGIN SOLUTION
+    return s[-1]
+    ### END SOLUTION
+'''
+
+
+def toy(*tests):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [cell(SOLUTION, "sol", solution=True), *(cell(src, f"test-{i}") for i, src in enumerate(tests))]
+    return nb
+
+
+GOOD = ['with judging("weights"):\n    assert weights([0.0, 1.0]).sum() == 1\nprint("ok")',
+        'with judging("pick"):\n    assert pick([0.0, 2.0]) == 1 and weights([1.0]).size == 1',
+        'with judging("last"):\n    assert last([1, 2]) == 2']
+
+
+def test_a_well_formed_notebook_has_no_problems():
+    assert isolate.problems(toy(*GOOD), "toy") == []
+
+
+@pytest.mark.parametrize("source,why", [
+    ('assert weights([0.0]).sum() == 1', "no `with judging"),
+    ('with judging("weights"):\n    pass\nassert weights([0.0]).sum() == 1', "outside its judging block"),
+    ('with judging("weights"):\n    assert pick([0.0, 1.0]) == 1', "relies on ['pick']"),
+    ('with judging("nothing"):\n    pass', "which no solution cell defines"),
+])
+def test_a_cell_that_would_cascade_is_refused(source, why):
+    problems = isolate.problems(toy(source, *GOOD[1:]), "toy")
+    assert any(why in p and "test-0" in p for p in problems), problems
+
+
+def test_a_judged_function_whose_own_code_calls_a_later_one_is_refused():
+    nb = toy('with judging("pick"):\n    assert pick([0.0, 2.0]) == 1', *GOOD)   # pick before weights
+    assert any("relies on ['weights']" in p for p in isolate.problems(nb, "toy"))
+
+
+def test_the_grader_hands_over_only_what_was_judged_above():
+    nb = toy(*GOOD)
+    assert isolate.instructor_source(nb, "test-0") == ""
+    given = isolate.instructor_source(nb, "test-1")
+    assert "def weights(" in given and "def _exp(" in given      # with the private helper it calls
+    assert "def pick(" not in given and "def last(" not in given  # never the judged one, nor a later one
+    assert "BEGIN SOLUTION" not in given
+    later = isolate.instructor_source(nb, "test-2")
+    assert "def weights(" in later and "def pick(" in later and "def last(" not in later
+
+
+def test_judging_puts_the_instructors_versions_in_place_and_back():
+    ns = {"judging": judging}
+    exec("def weights(s):\n    return 'wrong'\ndef pick(s):\n    return weights(s)", ns)
+    mine = ns["weights"]
+    checks._offer("def weights(s):\n    return 'right'")
+    exec('with judging("pick"):\n    inside = pick([1])', ns)
+    assert ns["inside"] == "right" and ns["weights"] is mine
+    exec('with judging("pick"):\n    outside = pick([1])', ns)       # nothing offered: nothing changes
+    assert ns["outside"] == "wrong"
+
+
+def test_judging_restores_after_an_error_and_names_a_missing_function():
+    ns = {"judging": judging, "weights": "mine"}
+    checks._offer("def weights(s):\n    return 1")
+    with pytest.raises(NameError, match="pick is not defined: the cell that defines it"):
+        exec('with judging("pick"):\n    pick([1])', ns)
+    assert ns["weights"] == "mine"
+
+
+def test_the_judged_function_is_never_replaced():
+    ns = {"judging": judging}
+    exec("def pick(s):\n    return 'mine'", ns)
+    checks._offer("def pick(s):\n    return 'instructor'")
+    exec('with judging("pick"):\n    got = pick([1])', ns)
+    assert ns["got"] == "mine"
