@@ -80,7 +80,7 @@ def instructor_source(nb, grade_id: str) -> str:
     cell = next(c for c in nb.cells if is_test(c) and _meta(c)["grade_id"] == grade_id)
     own = set(judged(cell.source))
     judged_any = {n for c in nb.cells if is_test(c) for n in judged(c.source)}
-    wanted = judged_before(nb)[grade_id] - own
+    wanted = (judged_before(nb)[grade_id] - own) & set(defs)   # answers that are values stay the student's
     todo = list(wanted)
     while todo:  # helpers no test judges (``_logistic``) come along with their callers
         for name in _calls(defs[todo.pop()], defs) - wanted - judged_any:

@@ -89,6 +89,14 @@ def test_the_grader_hands_over_only_what_was_judged_above():
     assert "def weights(" in later and "def pick(" in later and "def last(" not in later
 
 
+def test_an_answer_that_is_a_value_is_judged_but_never_handed_over():
+    nb = toy(*GOOD)
+    nb.cells.insert(1, cell("### BEGIN SOLUTION\nverdict = True\n### END SOLUTION", "ans", solution=True))
+    nb.cells.insert(2, cell('with judging("verdict"):\n    assert verdict', "test-v"))
+    assert isolate.problems(nb, "toy") == []
+    assert "verdict" not in isolate.instructor_source(nb, "test-0")
+
+
 def test_judging_puts_the_instructors_versions_in_place_and_back():
     ns = {"judging": judging}
     exec("def weights(s):\n    return 'wrong'\ndef pick(s):\n    return weights(s)", ns)
