@@ -155,6 +155,10 @@ WRONG = {
          "return beta * means[a] / np.sqrt(means.shape[1]), beta * means[b] / np.sqrt(means.shape[1])"),
         ("two_head_queries", "test-queries", "columns of means taken for rows",
          "return beta * means[:, a], beta * means[:, b]"),
+        ("two_head_queries", "test-queries", "hard-coded to the example's a = 0, b = 1",
+         "return beta * means[0], beta * means[1]"),
+        ("two_head_queries", "test-queries", "beta hard-coded to the example's 30",
+         "return 30.0 * means[a], 30.0 * means[b]"),
         ("two_head_output", "test-output", "the two heads added, not averaged",
          "return sum(softmax(keys @ q) @ values for q in queries)"),
         ("two_head_output", "test-output", "one softmax over the summed queries: one head again",
@@ -175,6 +179,8 @@ WRONG = {
          "x = np.asarray(gamma, dtype=float) * beta\nreturn 0.5 * (1 + np.tanh(x / 2))"),
         ("head1_weight", "test-fail", "the sign flipped",
          "x = np.log(n - 1) - np.asarray(gamma, dtype=float) * beta\nreturn 0.5 * (1 + np.tanh(x / 2))"),
+        ("head1_weight", "test-fail", "the logistic without overflow, but n hard-coded to the example's 6",
+         "x = np.asarray(gamma, dtype=float) * beta - np.log(5)\nreturn 0.5 * (1 + np.tanh(x / 2))"),
     ],
     "06_debug_head": [
         # detectors that do not expose the bug
@@ -324,5 +330,24 @@ ALTERNATIVES = {
          "return np.exp(-np.logaddexp(0, np.log(n - 1) - margin))"),
         ("copy_weight_bound", "two branches of the logistic",
          "x = margin - np.log(n - 1)\nreturn 1 / (1 + np.exp(-x)) if x >= 0 else np.exp(x) / (1 + np.exp(x))"),
+    ],
+    "05_two_heads": [
+        ("two_head_queries", "least squares for the scores asked for",
+         "I = beta * np.eye(len(means))\nreturn tuple(np.linalg.lstsq(means, I[i], rcond=None)[0] for i in (a, b))"),
+        ("two_head_queries", "both rows at once, unpacked",
+         "q1, q2 = beta * means[[a, b]]\nreturn q1, q2"),
+        ("two_head_queries", "the pseudo-inverse of the means",
+         "P = np.linalg.pinv(means)   # (d, n): means @ P = I\nreturn beta * P[:, a], beta * P[:, b]"),
+        ("two_head_output", "a loop with the softmax written out",
+         "c = 0\nfor q in queries:\n    s = keys @ q\n    e = np.exp(s - s.max())\n    c = c + (e / e.sum()) @ values\n"
+         "return c / 2"),
+        ("two_head_output", "the heads stacked and averaged with einsum",
+         "W = softmax(np.stack([keys @ q for q in queries]), axis=-1)   # (2, n)\n"
+         "return np.einsum('hn,nv->v', W, values) / len(queries)"),
+        ("head1_weight", "the logistic through logaddexp",
+         "x = np.asarray(gamma, dtype=float) * beta - np.log(n - 1)\nreturn np.exp(-np.logaddexp(0, -x))"),
+        ("head1_weight", "two branches of the logistic, each on its own side",
+         "x = np.asarray(gamma, dtype=float) * beta - np.log(n - 1)\n"
+         "e = np.exp(-np.abs(x))\nreturn np.where(x >= 0, 1 / (1 + e), e / (1 + e))"),
     ],
 }
