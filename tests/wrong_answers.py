@@ -350,4 +350,59 @@ ALTERNATIVES = {
          "x = np.asarray(gamma, dtype=float) * beta - np.log(n - 1)\n"
          "e = np.exp(-np.abs(x))\nreturn np.where(x >= 0, 1 / (1 + e), e / (1 + e))"),
     ],
+    "06_debug_head": [
+        ("detects_scores_bug", "another head and another input, compared with the formula",
+         "Xr = np.random.default_rng(3).standard_normal((4, d_model))\nQ, K = Xr @ W_Q[2], Xr @ W_K[2]\n"
+         "return not np.allclose(f(Xr, W_Q[2], W_K[2]), Q @ K.T / np.sqrt(W_Q.shape[2]))"),
+        ("detects_scores_bug", "a narrow head of its own making, against attention_pattern",
+         "r = np.random.default_rng(1)\nXr, Wq, Wk = r.standard_normal((6, 8)), r.standard_normal((8, 2)), "
+         "r.standard_normal((8, 2))\nreturn not np.allclose(softmax(f(Xr, Wq, Wk)), "
+         "attnlib.attention_pattern(Xr @ Wq, Xr @ Wk))"),
+        ("fixed_head_scores", "einsum and a power of d_head",
+         "d = W_K_i.shape[-1]\nreturn np.einsum('tk,sk->ts', X @ W_Q_i, X @ W_K_i) * d ** -0.5"),
+        ("fixed_head_scores", "the queries scaled first",
+         "Q = X @ W_Q_i / np.sqrt(W_Q_i.shape[1])\nreturn Q @ (X @ W_K_i).T"),
+        ("detects_causal_bug", "a row-by-row check: nothing on the future, a softmax over the past",
+         "S = np.random.default_rng(5).standard_normal((6, 6))\nW = f(S)\n"
+         "ok = np.allclose(np.triu(W, 1), 0) and all(np.allclose(W[t, :t + 1], softmax(S[t, :t + 1])) "
+         "for t in range(6))\nreturn not ok"),
+        ("detects_causal_bug", "scores from queries and keys, against attention_pattern(causal=True)",
+         "r = np.random.default_rng(2)\nQ, K = r.standard_normal((7, 3)), r.standard_normal((7, 3))\n"
+         "return not np.allclose(f(Q @ K.T / np.sqrt(3)), attnlib.attention_pattern(Q, K, causal=True))"),
+        ("fixed_causal_weights", "the colleague's weights cut to the past and renormalised",
+         "W = np.tril(softmax(scores, axis=-1))\nreturn W / W.sum(axis=-1, keepdims=True)"),
+        ("fixed_causal_weights", "log of the mask added (numpy warns of log(0), the result is right)",
+         "mask = np.tril(np.ones(scores.shape))\nreturn softmax(scores + np.log(mask), axis=-1)"),
+        ("fixed_causal_weights", "np.where with -inf, then the softmax",
+         "T_ = scores.shape[-1]\nreturn softmax(np.where(np.tril(np.ones((T_, T_), bool)), scores, -np.inf), axis=-1)"),
+        ("detects_pattern_bug", "a random non-symmetric W^P, against einsum",
+         "r = np.random.default_rng(8)\nXr, WP = r.standard_normal((4, 5)), r.standard_normal((5, 5))\n"
+         "return not np.allclose(f(Xr, WP), np.einsum('td,de,se->ts', Xr, WP, Xr))"),
+        ("detects_pattern_bug", "head 2 of the model, against its queries and keys",
+         "WP = attnlib.qk_circuit(w).full()[2]\nreturn not np.allclose(f(X, WP), (X @ W_Q[2]) @ (X @ W_K[2]).T)"),
+        ("fixed_pattern_scores", "einsum",
+         "return np.einsum('td,de,se->ts', X, W_P_i, X)"),
+        ("fixed_pattern_scores", "the keys' side first",
+         "return X @ (X @ W_P_i.T).T"),
+        ("detects_combine_bug", "two heads of its own, against a loop over row blocks",
+         "r = np.random.default_rng(9)\nZ, WO = r.standard_normal((2, 3, 3)), r.standard_normal((6, 5))\n"
+         "return not np.allclose(f(Z, WO), Z[0] @ WO[:3] + Z[1] @ WO[3:])"),
+        ("detects_combine_bug", "the model's W_O, against the concatenation written out",
+         "Z = np.random.default_rng(1).standard_normal((n_heads, T, d_head))\n"
+         "return not np.allclose(f(Z, w.W_O), np.concatenate(list(Z), axis=-1) @ w.W_O)"),
+        ("fixed_combine_heads", "the concat form",
+         "return attnlib.merge_heads(Z) @ W_O"),
+        ("fixed_combine_heads", "W_O split into row blocks, einsum",
+         "blocks = np.stack(np.split(W_O, Z.shape[0]))   # (n_heads, d_head, d_model)\n"
+         "return np.einsum('htd,hdm->tm', Z, blocks)"),
+        ("detects_reader_bug", "keeps A's columns, removes their orthogonal complement",
+         "A = np.random.default_rng(4).standard_normal((5, 2))\nM = f(A)\nN = np.linalg.svd(A)[0][:, 2:]\n"
+         "return not (np.allclose(A.T @ M, A.T) and np.allclose(N.T @ M, 0))"),
+        ("detects_reader_bug", "against the pseudo-inverse projector",
+         "A = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(A), A @ np.linalg.pinv(A))"),
+        ("fixed_subspace_reader", "the pseudo-inverse",
+         "return A @ np.linalg.pinv(A)"),
+        ("fixed_subspace_reader", "an orthonormal basis of the span from QR",
+         "Q, _ = np.linalg.qr(A)\nreturn Q @ Q.T"),
+    ],
 }
