@@ -11,9 +11,10 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
 PARALLEL ?= 2
 
-.PHONY: help install book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book clean
+.PHONY: help install exercises book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book clean
 
 help:
+	@echo "make exercises  blank copies of the exercises to work in, in my-exercises/ (never overwrites yours)"
 	@echo "make book     build the HTML book into _build/html (installs first)"
 	@echo "make test     run every test (installs first)"
 	@echo "make serve    serve the built book on http://127.0.0.1:8000"
@@ -43,6 +44,12 @@ $(KERNEL_CONFIG): Makefile $(STAMP)
 	    "    c.InlineBackend.figure_formats = set(os.environ['PM_FIGURE_FORMATS'].split(','))" > $@
 
 install: $(STAMP) $(KERNEL_CONFIG)
+
+# The learner's own copies of the exercises (student versions: no solutions, no hidden
+# tests), in a git-ignored folder; a notebook already there is the learner's work and is kept.
+EXERCISES_DIR ?= my-exercises
+exercises: install
+	$(BIN)/python scripts/student.py "$(EXERCISES_DIR)"
 
 # --- the book -------------------------------------------------------------
 book: $(STAMP) $(KERNEL_CONFIG)
