@@ -11,9 +11,10 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
 PARALLEL ?= 2
 
-.PHONY: help install book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book fairness clean
+.PHONY: help install instructor student exercises book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book fairness clean
 
 help:
+	@echo "make exercises  blank copies of the exercises to work in, in my-exercises/ (never overwrites yours)"
 	@echo "make book     build the HTML book into _build/html (installs first)"
 	@echo "make test     run every test (installs first)"
 	@echo "make serve    serve the built book on http://127.0.0.1:8000"
@@ -21,6 +22,7 @@ help:
 	@echo "make bench    benchmarks (not part of make test)"
 	@echo "make model    retrain the shipped models (needs PyTorch CPU; installs torch==2.13.0 if it can)"
 	@echo "make assignments / make grade SUBMISSIONS=DIR / make course-book   course workflow"
+	@echo "make instructor / make student   JupyterLab with / without nbgrader's instructor tools"
 	@echo "make fairness grade every listed wrong and alternative answer through make grade"
 
 # --- environment ----------------------------------------------------------
@@ -43,7 +45,25 @@ $(KERNEL_CONFIG): Makefile $(STAMP)
 	    "if os.environ.get('PM_FIGURE_FORMATS'):" \
 	    "    c.InlineBackend.figure_formats = set(os.environ['PM_FIGURE_FORMATS'].split(','))" > $@
 
-install: $(STAMP) $(KERNEL_CONFIG)
+# JupyterLab as a student sees it: nbgrader's instructor tools (the Nbgrader menu and
+# Formgrader, Create Assignment, Validate, the course and assignment lists) are off in a
+# new environment; `make instructor` turns them on, `make student` off again. Grading
+# (make grade, make test) uses nbgrader's Python API and needs none of them. The chosen
+# mode is recorded in this file, so make install never undoes it.
+JUPYTER_MODE := $(VENV)/.jupyter-mode
+$(JUPYTER_MODE): | $(STAMP)
+	$(BIN)/python scripts/jupyter_mode.py student && echo student > $@
+
+install: $(STAMP) $(KERNEL_CONFIG) $(JUPYTER_MODE)
+
+instructor student: install
+	$(BIN)/python scripts/jupyter_mode.py $@ && echo $@ > $(JUPYTER_MODE)
+
+# The learner's own copies of the exercises (student versions: no solutions, no hidden
+# tests), in a git-ignored folder; a notebook already there is the learner's work and is kept.
+EXERCISES_DIR ?= my-exercises
+exercises: install
+	$(BIN)/python scripts/student.py "$(EXERCISES_DIR)"
 
 # --- the book -------------------------------------------------------------
 book: $(STAMP) $(KERNEL_CONFIG)

@@ -186,11 +186,15 @@ class Explorer:
         for name, options in self.controls:
             numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for _, v in options)
             kind = widgets.SelectionSlider if numeric and len(options) > 3 else widgets.ToggleButtons
-            boxes.append(kind(options=options, description=name))
+            # The widget holds each option's position, not its value: a selection widget
+            # takes the value None for "nothing selected", so an option whose value is
+            # None ("wide key: none") could never show as chosen.
+            boxes.append(kind(options=[(label, i) for i, (label, _) in enumerate(options)], description=name))
         single = len(self.controls) == 1
 
         def redraw(change=None):
-            value = boxes[0].value if single else tuple(b.value for b in boxes)
+            values = [options[box.value][1] for box, (_, options) in zip(boxes, self.controls)]
+            value = values[0] if single else tuple(values)
             self.update(value)
             with out:
                 out.clear_output(wait=True)

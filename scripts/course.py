@@ -372,6 +372,9 @@ def book() -> None:
     # Student versions stop at their first unfilled cell, so nothing is executed
     # here: chapters keep the outputs that nbval checks, exercises show none.
     config["execute"]["execute_notebooks"] = "off"
+    # The exercises here are student versions already: their downloads need no swap
+    # (and scripts/, which makes them, is not part of this copy).
+    config["sphinx"]["config"]["pm_student_downloads"] = []
     (src / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     subprocess.run([str(BIN / "jupyter-book"), "build", str(src), "--all", "--path-output",
                     str(COURSE / "book")], check=True)

@@ -80,6 +80,19 @@ def test_student_versions_leak_nothing(course):
             assert not leaked, f"{path.name} contains solution lines: {leaked[:3]}"
 
 
+def test_a_learners_copy_is_the_released_student_version(course):
+    # make exercises (and the site's download button) run nbgrader's preprocessors without
+    # a gradebook: they must give what generate_assignment releases, cell for cell
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import student
+
+    for folder in EXERCISES:
+        released = nbformat.read(next((course / "release" / folder.name).glob("*.ipynb")), as_version=4)
+        mine = student.student_version(source(folder.name))
+        assert [(c.cell_type, c.source, c.metadata) for c in mine.cells] == \
+            [(c.cell_type, c.source, c.metadata) for c in released.cells], folder.name
+
+
 def test_student_versions_run_until_the_first_gap_and_fail_every_check(course):
     for folder in EXERCISES:
         path = next((course / "release" / folder.name).glob("*.ipynb"))

@@ -121,3 +121,27 @@ def test_the_print_form_is_drawn_on_demand_and_does_not_depend_on_the_live_figur
     assert s.png is s.png  # drawn once
     with pytest.raises(TypeError, match="png must be"):
         type(s)("<p></p>", png="not bytes")
+
+
+def test_every_option_of_every_control_shows_as_selected(explorers):
+    # A selection widget treats the value None as "nothing selected": the noise
+    # explorer's "wide key: none" (value None) could never be shown as chosen.
+    for name, e in explorers.items():
+        for control in e.widget().children[:-1]:
+            for index, (label, _) in enumerate(control.options):
+                control.index = index
+                assert control.index == index, f"{name}: choosing {control.description} = {label} selects nothing"
+            control.index = 0
+            assert control.index == 0, f"{name}: the first {control.description} ({control.options[0][0]}) selects nothing"
+
+
+def test_the_noise_explorer_starts_with_no_wide_key_chosen_and_can_go_back_to_it(explorers):
+    e = explorers["noise"]
+    alpha, wide = e.widget().children[:2]
+    assert wide.description == "wide key"
+    assert wide.index == 0 and wide.label == "none", "the 'wide key' toggle starts with nothing selected"
+    first = e.png()
+    wide.index = 1
+    assert e.png() != first
+    wide.index = 0
+    assert wide.label == "none" and e.png() == first, "choosing 'none' again does not show all keys round"

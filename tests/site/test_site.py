@@ -9,6 +9,7 @@ import http.server
 import os
 import re
 import shutil
+import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -168,6 +169,24 @@ def test_there_are_pages():
     names = set(PAGES)
     assert "index.html" in names and len([p for p in names if p.startswith("chapters/")]) >= 9
     assert len([p for p in names if p.startswith("exercises/")]) >= 5
+
+
+EXERCISE_PAGES = [p for p in PAGES if p.startswith("exercises/")]
+
+
+@pytest.mark.parametrize("page", EXERCISE_PAGES)
+def test_an_exercise_page_downloads_the_student_version(page):
+    """The page's .ipynb button gives a blank notebook: no solutions, no hidden tests, every visible check."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from leaks import problems
+
+    html = (SITE / page).read_text(encoding="utf-8")
+    links = set(re.findall(r'href="([^"]*_sources/[^"]*\.ipynb)"', html))
+    assert len(links) == 1, f"{page}: expected one notebook download link, found {links}"
+    download = (SITE / page).parent.joinpath(links.pop()).resolve()
+    source = ROOT / Path(page).with_suffix(".ipynb")
+    assert download.is_file() and source.is_file(), (download, source)
+    assert not problems(download, source), f"{page}: the downloaded notebook: {problems(download, source)}"
 
 
 @pytest.mark.parametrize("page", PAGES)

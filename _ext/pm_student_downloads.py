@@ -1,0 +1,50 @@
+"""The download button of an exercise page gives the student version (a local Sphinx extension).
+
+The book theme's ``.ipynb`` button links to ``_sources/<docname>.ipynb``, the
+copy Sphinx makes of the source notebook: for an exercise, the instructor's
+version, with the solutions and hidden tests. Once the HTML is written, each
+exercise's copy there is replaced by the student version, the one
+``make exercises`` writes (scripts/student.py). The pages themselves are not
+touched: they keep their solutions folded.
+
+``pm_student_downloads`` lists the docname patterns of the exercise pages
+(the course edition, whose exercises are student versions already, sets none).
+"""
+import fnmatch
+import sys
+from pathlib import Path
+
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+
+def _student_downloads(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    docs = sorted(d for d in app.env.found_docs
+                  if any(fnmatch.fnmatch(d, p) for p in app.config.pm_student_downloads)
+                  and Path(app.env.doc2path(d)).suffix == ".ipynb")
+    if not docs:
+        return
+    scripts = Path(app.srcdir) / "scripts"
+    if str(scripts) not in sys.path:
+        sys.path.insert(0, str(scripts))
+    import nbformat
+    import student
+
+    for doc in docs:
+        source = Path(app.env.doc2path(doc))
+        target = Path(app.outdir) / "_sources" / (doc + source.suffix)
+        if not target.exists():  # the button's link would be dead: say so rather than ship it
+            raise ExtensionError(f"{doc}: no {target} to replace with the student version "
+                                 "(html_copy_source off, or the theme's download link moved?)")
+        nbformat.write(student.student_version(source), target)
+    logger.info(f"download buttons: student versions of {len(docs)} exercise notebooks")
+
+
+def setup(app):
+    app.add_config_value("pm_student_downloads", ["exercises/*"], "html")
+    app.connect("build-finished", _student_downloads)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
