@@ -47,6 +47,8 @@ def test_matching_finds_the_one_file_meant_and_lists_the_rest(tmp_path):
     assert by[("ada", "02_averaging")].status == "not submitted"
     assert [p.relative_to(tmp_path) for p in found.unused] == [Path("ada/03_subspace/notes.txt")]
     assert len(found.warnings) == 3  # bob, cy and di are graded under another name
+    assert by[("cy", NAME)].reason == f"graded cy/Subspace.ipynb as {NAME}/{NOTEBOOK}"
+    assert by[("ada", NAME)].reason == ""
 
 
 def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch):
@@ -104,8 +106,10 @@ def test_every_student_and_assignment_has_a_status(graded):
 
 
 def test_renamed_and_unused_files_are_reported_and_a_summary_printed(graded):
-    proc, _ = graded
+    proc, rows = graded
     assert f"bob/{NAME}: grading bob/{NAME}/subspace (2).ipynb as {NAME}/{NOTEBOOK}" in proc.stdout
+    assert rows[("bob", NAME)]["reason"] == f"graded bob/{NAME}/subspace (2).ipynb as {NAME}/{NOTEBOOK}"
+    assert rows[("ada", NAME)]["reason"] == ""
     assert f"di/{NAME}/{NOTEBOOK}.bak" in proc.stdout.split("Not used")[1]
     table = proc.stdout.split("\nstudent ")[1]
     assert "ada" in table and "3/3" in table and "failed" in table, proc.stdout
