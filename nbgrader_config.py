@@ -64,19 +64,24 @@ from sandbox import SandboxKernelManager  # noqa: E402
 
 c.Execute.kernel_manager_class = SandboxKernelManager
 
-# Feedback goes to students: no hidden test, nor any traceback that quotes one.
-from feedback import FeedbackExporter, HideHiddenTests  # noqa: E402
+# Feedback goes to students: no hidden test, nor any output that quotes one; a
+# reason for every lost point; MathJax from a copy beside the pages.
+from feedback import FeedbackExporter, HideHiddenTests, WarningsAreNotFailures  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 c.GenerateFeedback.exporter_class = FeedbackExporter
+c.HideHiddenTests.cell_timeout = c.Execute.timeout
 
 # Each point judged on its own function: before the notebook runs, each test cell gets
 # the instructor's versions of the functions judged above it (scripts/isolate.py).
+# A test cell passes or fails on its assertions and errors, never on a warning
+# (nbgrader fails any cell that wrote to stderr): stderr becomes a displayed
+# warning once the cells have run, before the grades are saved.
 from isolate import HandInstructorVersions  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
     q for p in Autograde.class_traits()["autograde_preprocessors"].default()
-    for q in ((HandInstructorVersions, ExecuteWithOutputCap) if p is Execute else (p,))
+    for q in ((HandInstructorVersions, ExecuteWithOutputCap, WarningsAreNotFailures) if p is Execute else (p,))
 ]

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import feedback
 import hidden
 import isolate
 import submissions as submissions_mod
@@ -306,6 +307,7 @@ def grade(submissions: Path) -> None:
             nbformat.write(nb, dest / name)
         else:
             shutil.copy(entry.file, dest / name)  # copied, never moved
+    feedback.install_mathjax(COURSE / "feedback")  # the pages load it from there, offline
     _autograde_all(entries)  # each in its own kernel: a broken notebook cannot take the others down
     _read_scores(entries)
     _write_grades(entries, COURSE / "grades.csv")

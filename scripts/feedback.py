@@ -1,28 +1,54 @@
-"""Feedback for students without the hidden tests.
+"""Feedback for students: fair, and without the hidden tests.
 
 nbgrader puts the hidden tests back into each graded notebook (the instructor
 needs them there), and its feedback HTML is made from that notebook: the tests'
-source, and tracebacks quoting them, would reach the student. This preprocessor
-runs before the HTML is written: a graded cell keeps its visible checks, its
-hidden region becomes one comment line, and an error keeps only its last line
-(the visible check's message), or, when a hidden test failed, says just that.
+source, and tracebacks quoting them, would reach the student. And nbgrader
+judges a test cell by its outputs: a warning printed on stderr costs all its
+points, and a cell that lost points says nothing about why.
+
+- :class:`WarningsAreNotFailures` (autograde, after the cells run): a graded
+  cell's stderr becomes a displayed warning, which nbgrader does not count, so
+  a cell passes or fails on its assertions and errors alone.
+- :class:`HideHiddenTests` (feedback): a graded cell keeps its visible checks,
+  its hidden region becomes one comment line, the grader's own lines (those
+  ending in ``# pm-grader``) go, and every lost point gets one line saying why:
+  the visible check's message, a hidden test that failed (decided by the line
+  that raised, not by what the traceback quotes), a value the grader judged
+  wrong, a timeout, or a function that is not defined. Then any output that
+  quotes a hidden or grader line (student code can print the cells it runs)
+  is replaced by a notice.
 
 :class:`FeedbackExporter` is nbgrader's HTML exporter, made cheaper where it
 can be without changing the page: the compiled templates are kept between
 students (nbgrader makes a new exporter for each notebook, and compiling took
 about half of each feedback's time), and the page is not parsed a second time
-when that pass would change nothing (it took half of what was left).
+when that pass would change nothing (it took half of what was left). It loads
+MathJax from a copy beside the pages (:func:`install_mathjax`), not from a CDN.
 """
 from __future__ import annotations
 
+import html
 import re
+import shutil
+from pathlib import Path
 
 import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.preprocessors import Preprocessor
+from nbformat.v4 import new_output
+from traitlets import Integer, default
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+GRADER_MARK = "# pm-grader"  # ends each line the grader adds to a test cell before running it
+FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")  # IPython 8/9: one per frame in a cell
+JUDGING = re.compile(r"""judging\(\s*["']([^"']+)["']""")
+SECRET_MIN = 12  # shorter hidden lines (``else:``, ``)``) are no secret, and would match anything
+NOTICE = "[this output quoted the grader's hidden tests and is not shown]\n"
+
+
+def is_grader_line(line: str) -> bool:
+    return line.rstrip().endswith(GRADER_MARK)
 
 
 def hidden_lines(source: str) -> list[str]:
@@ -30,26 +56,143 @@ def hidden_lines(source: str) -> list[str]:
             if line.strip()]
 
 
-class HideHiddenTests(Preprocessor):
-    """Strip hidden tests, and any trace of them, from a graded notebook's copy for students."""
+def hidden_span(source: str) -> set[int]:
+    """The numbers (from 1) of the lines in hidden-test regions, markers included; grader lines excepted."""
+    span, inside = set(), False
+    for number, line in enumerate(source.splitlines(), 1):
+        if "### BEGIN HIDDEN TESTS" in line:
+            inside = True
+        if inside and not is_grader_line(line):
+            span.add(number)
+        if "### END HIDDEN TESTS" in line:
+            inside = False
+    return span
 
-    enabled = True  # nbconvert skips preprocessors that are not enabled
+
+def secrets(source: str) -> set[str]:
+    """What no output may quote: the cell's non-trivial hidden lines and the grader's lines."""
+    return ({line for line in hidden_lines(source) if len(line) >= SECRET_MIN}
+            | {line.strip() for line in source.splitlines() if is_grader_line(line)})
+
+
+def failing_line(traceback: list[str], cell_number: int | None = None) -> int | None:
+    """The line of the cell that raised: its innermost frame in that cell, from IPython's traceback.
+
+    IPython quotes a few lines around each frame's line, so *which lines appear*
+    says nothing; the ``Cell In[N], line L`` headers do. The cell is ``N ==
+    cell_number`` (its execution count), or else the outermost frame's cell.
+    For a chained error the final traceback is printed last, so the last
+    matching header is the innermost frame of the error that ended the cell.
+    """
+    frames = FRAME.findall(ANSI.sub("", "\n".join(traceback)))
+    if not frames:
+        return None
+    cell = str(cell_number) if cell_number is not None else frames[0][0]
+    lines = [int(line) for n, line in frames if n == cell]
+    return lines[-1] if lines else None
+
+
+def judged_function(cell) -> str:
+    """The exercise function a test cell checks: its first ``judging("...")``, else its grade_id."""
+    found = JUDGING.search(cell.source)
+    return found.group(1) if found else cell.metadata.get("nbgrader", {}).get("grade_id", "this check")
+
+
+def quotes(output, secret: set[str]) -> bool:
+    """Whether an output's text (stream, data, error) contains a secret line or a hidden-test marker."""
+    parts = [output.get("text", ""), output.get("ename", ""), output.get("evalue", ""),
+             *output.get("traceback", []), *output.get("data", {}).values()]
+    text = "\n".join("".join(p) if isinstance(p, list) else str(p) for p in parts)
+    text = ANSI.sub("", text)
+    text += "\n" + html.unescape(text)  # an HTML output may carry the line escaped
+    return (GRADER_MARK in text or "HIDDEN TESTS" in text) or any(line in text for line in secret)
+
+
+class WarningsAreNotFailures(Preprocessor):
+    """Turn the stderr of graded cells into displayed warnings, which nbgrader does not count.
+
+    nbgrader's ``determine_grade`` fails a test cell with any stderr output, so
+    a correct function that lets numpy print a RuntimeWarning would score 0. A
+    test cell must pass or fail on its assertions and errors alone; what it
+    printed on stderr is still shown, as a warning. Runs after Execute and
+    before SaveAutoGrades.
+    """
+
+    enabled = True
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code" or "### BEGIN HIDDEN TESTS" not in cell.source:
+        if cell.cell_type != "code" or not cell.metadata.get("nbgrader", {}).get("grade"):
             return cell, resources
-        secret = hidden_lines(cell.source)
-        points = cell.metadata.get("nbgrader", {}).get("points", 0)
-        cell.source = HIDDEN.sub(f"# (hidden tests: part of this check's {points:g} points)\n", cell.source)
-        for out in cell.get("outputs", []):
-            if out.get("output_type") != "error":
-                continue
-            trace = ANSI.sub("", "\n".join(out.get("traceback", [])))
-            if any(line in trace for line in secret):
-                out["ename"], out["evalue"] = "HiddenTestFailed", (
-                    f"the visible checks passed, a hidden test did not: 0 of {points:g} points")
-            out["traceback"] = [f"{out['ename']}: {out['evalue']}"]
+        for i, out in enumerate(cell.get("outputs", [])):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                text = f"warning printed by your code: {out['text']}"
+                cell.outputs[i] = new_output("display_data", data={
+                    "text/plain": text,
+                    "text/html": '<pre style="background:#fff8e1;color:#5d4037;border-left:4px solid #f9a825;'
+                                 f'padding:4px 8px;white-space:pre-wrap">{html.escape(text)}</pre>'})
         return cell, resources
+
+
+class HideHiddenTests(Preprocessor):
+    """Strip hidden tests and grader lines from a graded notebook's copy for students, and say why points were lost."""
+
+    enabled = True  # nbconvert skips preprocessors that are not enabled
+    cell_timeout = Integer(10, help="seconds a cell may run (Execute.timeout), for the timeout's reason").tag(
+        config=True)
+
+    def preprocess(self, nb, resources):
+        secret = set().union(*(secrets(c.source) for c in nb.cells if c.cell_type == "code"))
+        nb, resources = super().preprocess(nb, resources)
+        for cell in nb.cells:  # after the reasons are written: a visible check's message is checked too
+            for i, out in enumerate(cell.get("outputs", [])):
+                if quotes(out, secret):
+                    cell.outputs[i] = new_output("stream", name="stdout", text=NOTICE)
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            self.explain(cell)
+        lines = [line for line in cell.source.splitlines(keepends=True) if not is_grader_line(line)]
+        points = meta.get("points", 0)
+        cell.source = HIDDEN.sub(f"# (hidden tests: part of this check's {points:g} points)\n", "".join(lines))
+        return cell, resources
+
+    def explain(self, cell) -> None:
+        """Reduce each error to one line a student can act on; say why when points went without one."""
+        meta = cell.metadata["nbgrader"]
+        points, score = meta.get("points", 0), meta.get("score")
+        span, function = hidden_span(cell.source), judged_function(cell)
+        errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+        said = set()
+        for out in errors:
+            out["ename"], out["evalue"] = self.reason(out, cell, span, function, points)
+            out["traceback"] = [f"{out['ename']}: {out['evalue']}"]
+            if out["traceback"][0] in said:  # a timeout leaves two errors (the interrupt, and nbgrader's)
+                cell.outputs.remove(out)
+            said.add(out["traceback"][0])
+        if not errors and score is not None and score < points:
+            # the kernel passed the cell; the grader, judging its probed values, did not
+            ename, why = ("HiddenTestFailed", f"a hidden test of {function} found a wrong value") if span \
+                else ("PointsLost", "the grader changed the score (ask your instructor why)")
+            why += f": {score:g} of {points:g} points"
+            cell.outputs.append(new_output("error", ename=ename, evalue=why, traceback=[f"{ename}: {why}"]))
+
+    def reason(self, error, cell, span, function, points) -> tuple[str, str]:
+        """(name, message) for an error in a graded cell."""
+        ename, evalue = error.get("ename", ""), error.get("evalue", "")
+        if ename in ("CellTimeoutError", "KeyboardInterrupt"):  # how nbgrader's Execute stops a cell
+            return "TimeoutError", (f"the cell ran longer than {self.cell_timeout} s and was stopped (is there a"
+                                    f" loop that never ends?): 0 of {points:g} points")
+        missing = re.fullmatch(r"name '(\w+)' is not defined", evalue)
+        if ename == "NameError" and missing:
+            return ename, (f"`{missing.group(1)}` is not defined: the cell that defines it was deleted, renamed"
+                           " or raised an error")
+        if failing_line(error.get("traceback", []), cell.get("execution_count")) in span:
+            return "HiddenTestFailed", f"a hidden test of {function} failed: 0 of {points:g} points"
+        return ename, evalue  # a visible check: its own message
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):
@@ -78,12 +221,56 @@ COMPILED = _CompiledTemplates()
 NEEDS_PASS = re.compile(r"<img(?![^>]*\salt=)[^>]*>|jp-Cell-inputWrapper|jp-OutputArea-output", re.I)
 
 
+# MathJax 3 as sphinx-mathjax-offline ships it (the book serves the same copy): the
+# SVG build needs no font files; ui/safe and the TeX extensions load beside it
+MATHJAX_FILES = ("tex-svg.js", "ui/safe.js", "input/tex/extensions")
+# nbgrader writes feedback/<student>/<assignment>/<notebook>.html; MathJax is in feedback/mathjax/
+MATHJAX_URL = "../../mathjax/tex-svg.js"
+MATHJAX_MACRO = """{%- macro mathjax(url="URL") -%}
+<script>
+window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], processEscapes: true, tags: 'ams'},
+                  loader: {load: ['ui/safe']}};
+</script>
+<script src="{{ url }}" defer></script>
+{%- endmacro %}"""
+
+
+def install_mathjax(feedback_dir: Path) -> Path:
+    """Copy MathJax into ``feedback_dir/mathjax`` (once) for the feedback pages to load offline; its folder.
+
+    Send students that folder with their pages (nbgrader's feedback folder as a
+    whole keeps the layout the pages' relative URL expects).
+    """
+    from importlib.metadata import distribution
+
+    source = Path(distribution("sphinx-mathjax-offline").locate_file("sphinx-mathjax-offline/static/mathjax"))
+    target = feedback_dir / "mathjax"
+    for name in MATHJAX_FILES:
+        if not (source / name).exists():
+            raise FileNotFoundError(f"MathJax for the feedback pages: {source / name} is missing"
+                                    " (is sphinx-mathjax-offline installed?)")
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, dirs_exist_ok=True)
+        else:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / name, target / name)
+    return target
+
+
 class FeedbackExporter(HTMLExporter):
-    """nbgrader's feedback exporter (HTML): compiled templates reused, no idle second pass."""
+    """nbgrader's feedback exporter (HTML): compiled templates reused, no idle second pass, MathJax offline."""
+
+    @default("mathjax_url")
+    def _local_mathjax(self):
+        return MATHJAX_URL
 
     def _create_environment(self):
         environment = super()._create_environment()
         environment.bytecode_cache = COMPILED
+        # nbgrader's template calls mathjax() with nbconvert's default, a CDN URL (and
+        # MathJax 2's configuration): this macro of the same name comes first
+        macro = MATHJAX_MACRO.replace('"URL"', '"' + html.escape(self.mathjax_url) + '"', 1)
+        environment.loader = jinja2.ChoiceLoader([jinja2.DictLoader({"mathjax.html.j2": macro}), environment.loader])
         return environment
 
     def from_notebook_node(self, nb, resources=None, **kw):

@@ -24,7 +24,7 @@ class Entry:
     assignment: str
     file: Path | None = None          # the notebook that will be graded
     status: str = GRADED
-    reason: str = ""                  # why it was not graded, or what was noticed
+    reason: str = ""                  # why it was not graded, or what was noticed (a renamed file)
     score: float | None = None
     max_score: float | None = None
 
@@ -73,6 +73,8 @@ def match(submissions: Path, expected: dict[str, str]) -> Class:
                 used.add(entry.file)
                 rel = entry.file.relative_to(submissions)
                 if entry.file.name != notebook or entry.file not in inside:
+                    # in grades.csv too: the console is gone by the time a student asks
+                    entry.reason = f"graded {rel} as {assignment}/{notebook}"
                     result.warnings.append(f"{student}/{assignment}: grading {rel} as {assignment}/{notebook}")
             elif not candidates:
                 entry.status = MISSING

@@ -47,6 +47,8 @@ def test_matching_finds_the_one_file_meant_and_lists_the_rest(tmp_path):
     assert by[("ada", "02_averaging")].status == "not submitted"
     assert [p.relative_to(tmp_path) for p in found.unused] == [Path("ada/03_subspace/notes.txt")]
     assert len(found.warnings) == 3  # bob, cy and di are graded under another name
+    assert by[("cy", NAME)].reason == f"graded cy/Subspace.ipynb as {NAME}/{NOTEBOOK}"
+    assert by[("ada", NAME)].reason == ""
 
 
 def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch):
@@ -63,6 +65,45 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     monkeypatch.setattr(course_mod, "ROOT", tmp_path)
     problems = course_mod.test_cells_stand_alone(NAME)
     assert problems == [f"{NAME}: test cell 'test-borrow' uses 'M', which only test cell 'test-proj' defines"]
+
+
+def _proj(body=None, before=None):
+    """An edit of the submission: extract_projector's solution replaced by ``body``, a cell inserted before it."""
+    def edit(nb):
+        i = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
+        if body is not None:
+            nb.cells[i].source = nb.cells[i].source.split("    ### BEGIN SOLUTION")[0] + body
+        if before is not None:
+            nb.cells.insert(i, nbformat.v4.new_code_cell(before))
+        return nb
+    return edit
+
+
+def _rename(nb):
+    proj = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
+    proj.source = proj.source.replace("def extract_projector(", "def extract_projection(")
+    return nb
+
+
+SOLVED = "    A = np.asarray(A, dtype=float)\n    return A @ np.linalg.solve(A.T @ A, A.T)\n"
+# a student's cell that prints the source of every cell run after it (hidden tests included)
+ECHO = "get_ipython().input_transformers_cleanup.append(lambda lines: print(''.join(lines)) or lines)"
+HONEST_MISTAKES = {
+    # right, but numpy prints a RuntimeWarning on stderr: keeps the points
+    "fay_warns": _proj("    np.log(np.zeros(1))  # divide by zero\n" + SOLVED),
+    # a visible check fails (A A^T is no projector for columns that are not orthonormal)
+    "gil_visible": _proj("    return A @ A.T\n"),
+    # passes every visible check, but is an oblique projector: a hidden test fails
+    "hal_hidden": _proj(SOLVED.replace("\n    return", "\n    return basis[:, 5:] @ np.ones((2, A.shape[1])) @ A.T +")),
+    # fools the kernel's comparisons: the grader, judging the probed values itself, finds them wrong
+    "ivy_fooled": _proj("    return A @ A.T\n", before="import numpy as np\nnp.allclose = lambda *a, **k: True"),
+    # the function renamed: the check cannot find it
+    "jo_renamed": _rename,
+    # loops forever: stopped at the cell timeout
+    "kim_loops": _proj("    while True:\n        pass\n"),
+    # prints every cell's source as it runs: the feedback must not show the hidden tests it printed
+    "leo_echo": _proj(SOLVED, before=ECHO),
+}
 
 
 @pytest.fixture(scope="module")
@@ -83,16 +124,18 @@ def graded(tmp_path_factory):
     put(f"di/{NAME}/{NOTEBOOK}", solved)
     put(f"di/{NAME}/{NOTEBOOK}.bak", text="an old copy")         # not used: listed
     put("ed/02_averaging/averaging.ipynb", nbformat.read(ROOT / "exercises/02_averaging/averaging.ipynb", 4))
+    for student, edit in HONEST_MISTAKES.items():  # each loses the points of test-proj for a reason of its own
+        put(f"{student}/{NAME}/{NOTEBOOK}", edit(nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)))
     env = dict(os.environ, PM_COURSE_DIR=str(course))
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "grade", str(subs)],
                           env=env, capture_output=True, text=True, timeout=600)
     with open(course / "grades.csv") as f:
         rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
-    return proc, rows
+    return proc, rows, course
 
 
 def test_every_student_and_assignment_has_a_status(graded):
-    proc, rows = graded
+    proc, rows, _ = graded
     assert proc.returncode == 0, proc.stdout + proc.stderr   # students failing is not the grader failing
     assert rows[("ada", NAME)]["status"] == "graded" and float(rows[("ada", NAME)]["score"]) == POINTS
     assert rows[("bob", NAME)]["status"] == "graded" and float(rows[("bob", NAME)]["score"]) == POINTS
@@ -104,12 +147,216 @@ def test_every_student_and_assignment_has_a_status(graded):
 
 
 def test_renamed_and_unused_files_are_reported_and_a_summary_printed(graded):
-    proc, _ = graded
+    proc, rows, _ = graded
     assert f"bob/{NAME}: grading bob/{NAME}/subspace (2).ipynb as {NAME}/{NOTEBOOK}" in proc.stdout
+    assert rows[("bob", NAME)]["reason"] == f"graded bob/{NAME}/subspace (2).ipynb as {NAME}/{NOTEBOOK}"
+    assert rows[("ada", NAME)]["reason"] == ""
     assert f"di/{NAME}/{NOTEBOOK}.bak" in proc.stdout.split("Not used")[1]
     table = proc.stdout.split("\nstudent ")[1]
     assert "ada" in table and "3/3" in table and "failed" in table, proc.stdout
     assert f"cy/{NAME}: could not be graded: not a notebook" in proc.stdout
+
+
+def page_text(course, student, grade_id=None):
+    """What a student reads on their feedback page (the text, tags and escapes gone), or in one graded cell."""
+    from bs4 import BeautifulSoup
+
+    page = BeautifulSoup((course / "feedback" / student / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text(),
+                         "html.parser")
+    if grade_id:
+        page = page.find("a", attrs={"name": grade_id}).find_parent("div", class_="cell")
+    return page.get_text()
+
+
+def test_a_warning_from_correct_code_costs_no_points(graded):
+    """nbgrader fails a test cell that wrote to stderr: a numpy warning must not cost the points."""
+    _, rows, course = graded
+    assert float(rows[("fay_warns", NAME)]["score"]) == POINTS
+    text = page_text(course, "fay_warns")
+    assert "warning printed by your code" in text and "RuntimeWarning: divide by zero" in text, text
+    assert "HiddenTestFailed" not in text and "AssertionError" not in text
+
+
+LOST = {  # student -> what their feedback says about the points of test-proj
+    "gil_visible": "AssertionError: for general A: applying M twice should change nothing (M @ M == M)",
+    "hal_hidden": f"HiddenTestFailed: a hidden test of test-proj failed: 0 of {POINTS} points",
+    "ivy_fooled": f"HiddenTestFailed: a hidden test of test-proj found a wrong value: 0 of {POINTS} points",
+    "jo_renamed": "NameError: `extract_projector` is not defined: the cell that defines it was deleted, renamed"
+                  " or raised an error",
+    "kim_loops": "TimeoutError: the cell ran longer than 10 s and was stopped",
+}
+
+
+def test_every_lost_point_has_a_reason_a_student_can_act_on(graded):
+    _, rows, course = graded
+    assert {student: float(rows[(student, NAME)]["score"]) for student in LOST} == dict.fromkeys(LOST, 0)
+    shown = {student: page_text(course, student, "test-proj") for student in LOST}
+    assert {s: text for s, text in shown.items() if LOST[s] not in text} == {}
+    assert {s: text for s, text in shown.items() if "Traceback" in text or "----> " in text} == {}
+
+
+def test_feedback_does_not_repeat_hidden_tests_that_student_code_printed(graded):
+    """A cell of the student's echoes every cell it runs: the graded notebook has the hidden tests in
+    its outputs (the instructor's copy), the feedback shows a notice in their place."""
+    import feedback
+
+    _, rows, course = graded
+    assert float(rows[("leo_echo", NAME)]["score"]) == POINTS
+    nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
+    secret = set().union(*(feedback.secrets(c.source) for c in nb.cells))
+    assert secret
+    autograded = nbformat.read(course / "autograded" / "leo_echo" / NAME / NOTEBOOK, as_version=4)
+    printed = "".join(o.get("text", "") for c in autograded.cells for o in c.get("outputs", []))
+    assert any(line in printed for line in secret), "the echo printed no hidden test: nothing was tested"
+    text = page_text(course, "leo_echo")
+    assert not [line for line in secret if line in text]
+    assert feedback.NOTICE.strip() in text
+
+
+def test_feedback_pages_load_mathjax_from_beside_them(graded):
+    """No CDN: every script a feedback page loads is a file in the feedback folder (MathJax among them)."""
+    import re
+
+    _, _, course = graded
+    page = course / "feedback" / "ada" / NAME / NOTEBOOK.replace(".ipynb", ".html")
+    sources = re.findall(r"<script[^>]*\ssrc=\"([^\"]+)\"", page.read_text())
+    assert [s for s in sources if "mathjax" in s.lower()], sources
+    assert not [s for s in sources if re.match(r"(https?:)?//", s)], sources
+    for src in sources:
+        assert (page.parent / src).resolve().is_file(), src
+        assert (page.parent / src).resolve().is_relative_to(course / "feedback"), src
+
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+NO_BROWSER = None if CHROMIUM.exists() and DRIVER.exists() else "Debian's chromium and chromium-driver are not installed"
+
+
+@pytest.mark.skipif(NO_BROWSER is not None and os.environ.get("CI") != "true", reason=str(NO_BROWSER))
+def test_feedback_pages_typeset_maths_offline(graded, tmp_path):
+    """In headless Chromium with the network off, MathJax typesets a feedback page's maths (and a
+    screenshot of it is kept in _build/screenshots/ for a look)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    _, _, course = graded
+    page = course / "feedback" / "fay_warns" / NAME / NOTEBOOK.replace(".ipynb", ".html")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                 "--window-size=1100,1900", "--force-prefers-color-scheme=light", f"--user-data-dir={tmp_path}"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    try:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        driver.set_script_timeout(30)
+        driver.get(page.as_uri())
+        typeset = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const wait = (n) => {
+                if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+                    MathJax.startup.promise.then(() => done(true), (e) => done(String(e)));
+                } else if (n > 200) { done('MathJax never loaded'); } else { setTimeout(() => wait(n + 1), 50); }
+            };
+            wait(0);""")
+        assert typeset is True, typeset
+        assert driver.execute_script("return document.querySelectorAll('mjx-container').length") > 5
+        shots = ROOT / "_build" / "screenshots"
+        shots.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(shots / "feedback-fay_warns.png"))
+    finally:
+        driver.quit()
+
+
+def _graded_cell(source, grade_id, points):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": True, "points": points,
+                                 "schema_version": 3, "solution": False}
+    return cell
+
+
+GRADER_LINE = "_judged = {'double': None}  # pm-grader"  # what the grader puts at the top of a test cell
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    """A notebook run in a real kernel (IPython's own tracebacks), before and after HideHiddenTests."""
+    import copy
+
+    from nbclient import NotebookClient
+
+    import feedback
+
+    setup = nbformat.v4.new_code_cell(
+        "import contextlib\n"
+        "judging = contextlib.nullcontext  # stands in for attnlib.checks.judging\n"
+        "def attend(x):\n    return x\n"
+        "def double(x):\n    return 2 * x if x < 5 else 0\n"
+        "def square(x):\n    return x * x\n" + ECHO)
+    near = _graded_cell(f"{GRADER_LINE}\n"             # a visible check fails right before the hidden block
+                        "with judging('attend'):\n"
+                        "    assert attend(1) == 2, 'attend(1) should be 2'\n"
+                        "    ### BEGIN HIDDEN TESTS\n"
+                        "    assert attend(31) == 62, 'secret message'\n"
+                        "    ### END HIDDEN TESTS\n"
+                        "print('attend: all visible checks pass')\n", "test-attend", 2)
+    hidden = _graded_cell(f"{GRADER_LINE}\n"           # the visible checks pass, a hidden test fails
+                          "with judging('double'):\n"
+                          "    assert double(1) == 2, 'double(1) should be 2'\n"
+                          "    ### BEGIN HIDDEN TESTS\n"
+                          "    assert double(17) == 34, 'secret message'\n"
+                          "    ### END HIDDEN TESTS\n"
+                          "print('double: all visible checks pass')\n", "test-double", 1)
+    grader_fails = _graded_cell("assert square(3) == 10, 'square(3) should be 10'  # pm-grader\n"
+                                "### BEGIN HIDDEN TESTS\nassert square(4) == 16\n### END HIDDEN TESTS\n",
+                                "test-square", 1)
+    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, grader_fails])
+    NotebookClient(nb, timeout=60, allow_errors=True).execute()
+    executed = copy.deepcopy(nb)
+    for cell in nb.cells[1:]:  # as GetGrades leaves them: every check lost its points
+        cell.metadata.nbgrader["score"] = 0
+    feedback.HideHiddenTests().preprocess(nb, {})
+    return executed, nb
+
+
+def _errors(cell):
+    return [o for o in cell.outputs if o.output_type == "error"]
+
+
+def test_a_visible_check_that_fails_beside_the_hidden_block_says_its_own_message(labelled):
+    executed, nb = labelled
+    import feedback
+
+    raw = feedback.ANSI.sub("", "\n".join(_errors(executed.cells[1])[0].traceback))
+    assert "assert attend(31) == 62" in raw  # IPython quoted the hidden lines: the old rule called it hidden
+    assert feedback.failing_line(_errors(executed.cells[1])[0].traceback) == 3  # the grader's line counts
+    [error] = _errors(nb.cells[1])
+    assert error.traceback == ["AssertionError: attend(1) should be 2"]
+
+
+def test_a_hidden_test_that_fails_is_named_without_its_source(labelled):
+    _, nb = labelled
+    [error] = _errors(nb.cells[2])
+    assert error.traceback == ["HiddenTestFailed: a hidden test of double failed: 0 of 1 points"]
+
+
+def test_the_grader_lines_never_reach_the_student(labelled):
+    """Removed from the source, outside the hidden region (a failure there is no hidden test's),
+    and every output that quoted them (the echo printed each cell) replaced by a notice."""
+    import feedback
+
+    executed, nb = labelled
+    assert feedback.failing_line(_errors(executed.cells[3])[0].traceback) == 1
+    assert _errors(nb.cells[3])[0].traceback == ["AssertionError: square(3) should be 10"]
+    shown = "\n".join(c.source for c in nb.cells) + "\n" + "\n".join(
+        str(o) for c in nb.cells for o in c.outputs)
+    printed = "\n".join(str(o) for c in executed.cells for o in c.outputs)
+    for secret in ("# pm-grader", "attend(31) == 62", "double(17) == 34", "secret message"):
+        assert secret in printed and secret not in shown, secret
+    assert "HIDDEN TESTS" not in shown
+    assert any(o.get("text") == feedback.NOTICE for c in nb.cells for o in c.outputs)
 
 
 def test_grading_an_empty_or_missing_folder_fails_clearly(tmp_path):
@@ -170,12 +417,12 @@ def _feedback_page(exporter_class, nb):
 
 def test_feedback_pages_are_nbconverts_made_cheaper():
     """Compiled templates are reused, and the page is that of nbconvert's HTMLExporter (up to its
-    second pass, which only re-serialises it here, and the ids it draws at random)."""
+    second pass, which only re-serialises it here, the ids it draws at random, and MathJax's loader)."""
     import re
     from unittest import mock
 
     import jinja2
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup, Comment
     from nbconvert.exporters import HTMLExporter
 
     import feedback
@@ -196,8 +443,16 @@ def test_feedback_pages_are_nbconverts_made_cheaper():
         assert parsed.call_count == 0, "the page was parsed a second time for nothing"
 
     def same(page):
-        return re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "<id>", str(BeautifulSoup(page, "html.parser")))
+        soup = BeautifulSoup(page, "html.parser")
+        for script in soup.find_all("script"):  # how MathJax is loaded differs (a local copy, not a CDN)
+            if "mathjax" in (script.get("src", "") + script.get("type", "") + script.text).lower():
+                script.decompose()
+        for comment in soup.find_all(string=lambda s: isinstance(s, Comment) and "mathjax" in s.lower()):
+            comment.extract()
+        head = re.sub(r">\s+<", "><", str(soup.head))  # the blank lines the loaders left
+        return head + re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "<id>", str(soup.body))
     assert same(first) == same(second) == same(reference)
+    assert "cdnjs" in reference and "cdnjs" not in first
     assert "Test cell" in first and "extract_projector" in first
 
 
