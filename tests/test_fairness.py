@@ -141,6 +141,14 @@ def page(course, student, name):
     return (course / "feedback" / student / name / source_name(name).replace(".ipynb", ".html")).read_text()
 
 
+ERROR_OUTPUT = re.compile(r'<div class="[^"]*output_error[^"]*">\s*<pre>(.*?)</pre>', re.S)
+
+
+def errors(text):
+    """The text of every error output on a feedback page."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", m)) for m in ERROR_OUTPUT.findall(text)]
+
+
 def test_right_and_alternative_work_keeps_every_point(graded):
     plan, scores, _ = graded
     lost = [(s, n, gid, got) for s in ("right", "alt-0", "alt-1") for n in plan[s]
@@ -184,16 +192,14 @@ def test_the_feedback_names_the_part_that_failed(graded):
         for name, (kind, answers, why) in work.items():
             if kind == "blank":
                 continue
-            text = html.unescape(page(course, student, name))
+            shown = errors(page(course, student, name))
             if kind == "right":
-                for raw in ("Traceback", "Error:", "broadcast"):
-                    if raw in text:
-                        problems.append(f"{student}/{name}: a right page shows {raw!r}")
-                if HIDDEN_LABEL.search(text):
-                    problems.append(f"{student}/{name}: a right page says a hidden test failed")
+                if shown:
+                    problems.append(f"{student}/{name}: a right page shows errors: {[e[:80] for e in shown]}")
                 continue
-            if HIDDEN_LABEL.search(text):
-                problems.append(f"{student}/{name}: a page whose failures are all visible mentions a hidden test")
+            if any(HIDDEN_LABEL.search(e) for e in shown):
+                problems.append(f"{student}/{name}: a page whose failures are all visible says a hidden test failed")
+            text = "\n".join(shown)
             for gid in graded_cells(name):
                 wrong_here = judged_by(name, gid) & set(answers)
                 if not wrong_here:
