@@ -108,6 +108,10 @@ WRONG = {
          "return A @ A.T / np.trace(A.T @ A)"),
         ("extract_projector", "test-proj", "the identity: keeps everything",
          "return np.eye(len(A))"),
+        ("extract_projector", "test-proj", "half the formula: A (A^T A)^-1, a d x m matrix",
+         "return A @ np.linalg.inv(A.T @ A)"),
+        ("extract_projector", "test-proj", "columns scaled to length 1, then U U^T: orthogonal columns assumed",
+         "U = A / np.linalg.norm(A, axis=0)\nreturn U @ U.T"),
     ],
     "04_noisy_keys": [
         ("sample_noisy_keys", "test-sample", "alpha used as a standard deviation",
@@ -328,6 +332,16 @@ ALTERNATIVES = {
          "return np.exp(-np.logaddexp(0, np.log(n - 1) - margin))"),
         ("copy_weight_bound", "two branches of the logistic",
          "x = margin - np.log(n - 1)\nreturn 1 / (1 + np.exp(-x)) if x >= 0 else np.exp(x) / (1 + np.exp(x))"),
+    ],
+    "03_subspace": [
+        ("extract_projector", "the pseudo-inverse",
+         "return A @ np.linalg.pinv(A)"),
+        ("extract_projector", "an orthonormal basis of the span from QR",
+         "Q = np.linalg.qr(A)[0]\nreturn Q @ Q.T"),
+        ("extract_projector", "an orthonormal basis of the span from the SVD",
+         "U = np.linalg.svd(A, full_matrices=False)[0]\nreturn U @ U.T"),
+        ("extract_projector", "the inverse written out",
+         "return A @ np.linalg.inv(A.T @ A) @ A.T"),
     ],
     "02_averaging": [
         ("average_query", "keys^T times a vector with beta at a and b",
