@@ -179,7 +179,7 @@ def test_grading_end_to_end(course, tmp_path):
         "cy_loop": full - 1,         # smallest_beta loops: its 1-point check times out, the rest stand
         "hal_flood": full - 1,       # the same, printing all the while: still only that check
         "di_syntax": full - 2,       # copy_query never defined: only its own check fails
-        "ed_exception": full - 1 - 2,  # attend raises: its check and copy_query's use of attend fail
+        "ed_exception": full - 1,    # attend raises: its own check fails, and nothing else (judged on its own)
         "fay_deleted": full - 2,     # a deleted check scores nothing; the checks after it stand alone
         "gus_duplicated": full,      # the duplicate is dropped; the solutions are complete
     }

@@ -82,6 +82,8 @@ WRONG = {
          "return beta * (keys[a] + keys[b]) / np.sqrt(keys.shape[1])"),
         ("average_query", "test-avgq", "columns of keys taken for rows",
          "return beta * (keys[:, a] + keys[:, b])"),
+        ("average_query", "test-avgq", "the example's pair a = 0, b = 3 hard-coded",
+         "return beta * (keys[0] + keys[3])"),
         ("averaging_weight", "test-avgw", "the copying weight of exercise 1",
          "return np.exp(beta) / (np.exp(beta) + n - 1)"),
         ("averaging_weight", "test-avgw", "n instead of n - 2 in the denominator",
@@ -92,6 +94,8 @@ WRONG = {
          "return 0.5"),
         ("averaging_weight", "test-avgw", "the weight of both keys together",
          "return 2 / (2 + (n - 2) * np.exp(-beta))"),
+        ("averaging_weight", "test-avgw", "n - 1 other keys, as in copying",
+         "return 1 / (2 + (n - 1) * np.exp(-beta))"),
     ],
     "03_subspace": [
         ("extract_projector", "test-proj", "A A^T, right only for orthonormal columns",
@@ -104,6 +108,10 @@ WRONG = {
          "return A @ A.T / np.trace(A.T @ A)"),
         ("extract_projector", "test-proj", "the identity: keeps everything",
          "return np.eye(len(A))"),
+        ("extract_projector", "test-proj", "half the formula: A (A^T A)^-1, a d x m matrix",
+         "return A @ np.linalg.inv(A.T @ A)"),
+        ("extract_projector", "test-proj", "columns scaled to length 1, then U U^T: orthogonal columns assumed",
+         "U = A / np.linalg.norm(A, axis=0)\nreturn U @ U.T"),
     ],
     "04_noisy_keys": [
         ("sample_noisy_keys", "test-sample", "alpha used as a standard deviation",
@@ -111,7 +119,8 @@ WRONG = {
          "if wide is not None:\n    keys[wide] += np.sqrt(0.5) * rng.standard_normal() * means[wide]\nreturn keys"),
         ("sample_noisy_keys", "test-sample", "numpy's global random state instead of rng",
          "keys = means + np.sqrt(alpha) * np.random.standard_normal(means.shape)\n"
-         "if wide is not None:\n    keys[wide] += np.sqrt(0.5) * np.random.standard_normal() * means[wide]\nreturn keys"),
+         "if wide is not None:\n    keys[wide] += np.sqrt(0.5) * np.random.standard_normal() * means[wide]\n"
+         "return keys"),
         ("sample_noisy_keys", "test-sample", "the wide key made wide in every direction (isotropic)",
          "keys = means + np.sqrt(alpha) * rng.standard_normal(means.shape)\n"
          "if wide is not None:\n    keys[wide] += np.sqrt(0.5) * rng.standard_normal(means.shape[1])\nreturn keys"),
@@ -123,6 +132,16 @@ WRONG = {
          "if wide is not None:\n    keys += np.sqrt(0.5) * rng.standard_normal((len(means), 1)) * means\nreturn keys"),
         ("sample_noisy_keys", "test-sample", "no noise at all",
          "return np.array(means, dtype=float)"),
+        ("sample_noisy_keys", "test-sample", "`if wide:` takes key 0 for no wide key",
+         "keys = means + np.sqrt(alpha) * rng.standard_normal(means.shape)\n"
+         "if wide:\n    keys[wide] += np.sqrt(0.5) * rng.standard_normal() * means[wide]\nreturn keys"),
+        ("sample_noisy_keys", "test-sample", "key 0 made wide, whichever key `wide` names",
+         "keys = means + np.sqrt(alpha) * rng.standard_normal(means.shape)\n"
+         "if wide is not None:\n    keys[0] += np.sqrt(0.5) * rng.standard_normal() * means[0]\nreturn keys"),
+        ("sample_noisy_keys", "test-sample", "the wide key's scalar drawn from numpy's global random state",
+         "keys = means + np.sqrt(alpha) * rng.standard_normal(means.shape)\n"
+         "if wide is not None:\n    keys[wide] += np.sqrt(0.5) * np.random.standard_normal() * means[wide]\n"
+         "return keys"),
         ("score_noise_std", "test-noise-std", "the variance instead of the standard deviation",
          "return 2 * alpha * beta ** 2"),
         ("score_noise_std", "test-noise-std", "alpha taken as a standard deviation",
@@ -143,6 +162,10 @@ WRONG = {
          "return np.exp(np.clip((np.asarray(gamma, dtype=float) - 1) * beta, -700, 700))"),
         ("wide_key_weight", "test-wide-weight", "beta left out",
          "x = np.asarray(gamma, dtype=float) - 1\nreturn 0.5 * (1 + np.tanh(x / 2))"),
+        ("wide_key_weight", "test-wide-weight", "the notebook's beta = 30 hard-coded",
+         "x = (np.asarray(gamma, dtype=float) - 1) * 30.0\nreturn 0.5 * (1 + np.tanh(x / 2))"),
+        ("wide_key_weight", "test-wide-weight", "tanh without the halving of its argument",
+         "x = (np.asarray(gamma, dtype=float) - 1) * beta\nreturn 0.5 * (1 + np.tanh(x))"),
     ],
     "05_two_heads": [
         ("two_head_queries", "test-queries", "both heads given the averaging query",
@@ -516,5 +539,60 @@ ALTERNATIVES = {
         ("tf_d", "a numpy int for the reason", "tf_d = (False, np.int64(3))"),
         ("consequence", "upper case made lower", "consequence = 'B'.lower()"),
         ("consequence", "picked from the letters", "consequence = 'abcd'[1]"),
+    ],
+    "03_subspace": [
+        ("extract_projector", "the pseudo-inverse",
+         "return A @ np.linalg.pinv(A)"),
+        ("extract_projector", "an orthonormal basis of the span from QR",
+         "Q = np.linalg.qr(A)[0]\nreturn Q @ Q.T"),
+        ("extract_projector", "an orthonormal basis of the span from the SVD",
+         "U = np.linalg.svd(A, full_matrices=False)[0]\nreturn U @ U.T"),
+        ("extract_projector", "the inverse written out",
+         "return A @ np.linalg.inv(A.T @ A) @ A.T"),
+    ],
+    "04_noisy_keys": [
+        ("sample_noisy_keys", "one multivariate normal draw per key",
+         "d = means.shape[1]\nkeys = []\nfor i, mu in enumerate(means):\n    cov = alpha * np.eye(d)\n"
+         "    if i == wide:\n        cov = cov + 0.5 * np.outer(mu, mu)\n"
+         "    keys.append(rng.multivariate_normal(mu, cov))\nreturn np.array(keys)"),
+        ("sample_noisy_keys", "rng.normal per key, the wide key's length drawn first",
+         "keys = np.array(means, dtype=float)\nif wide is not None:\n"
+         "    keys[wide] = keys[wide] * rng.normal(1, np.sqrt(0.5))\n"
+         "for i in range(len(keys)):\n    keys[i] = keys[i] + rng.normal(0, np.sqrt(alpha), keys.shape[1])\n"
+         "return keys"),
+        ("sample_noisy_keys", "a Cholesky factor of the wide key's covariance",
+         "keys = means + np.sqrt(alpha) * rng.standard_normal(means.shape)\nif wide is not None:\n"
+         "    mu = means[wide]\n    L = np.linalg.cholesky(alpha * np.eye(len(mu)) + 0.5 * np.outer(mu, mu))\n"
+         "    keys[wide] = mu + L @ rng.standard_normal(len(mu))\nreturn keys"),
+        ("score_noise_std", "the length of q written out",
+         "return np.sqrt(alpha) * np.linalg.norm([beta, beta])"),
+        ("score_noise_std", "the square root of the variance",
+         "return np.sqrt(2 * alpha * beta ** 2)"),
+        ("score_noise_std", "the two independent parts of the noise added in quadrature",
+         "part = np.sqrt(alpha) * beta   # mu_a . noise and mu_b . noise each\nreturn np.hypot(part, part)"),
+        ("wide_key_weight", "the logistic through logaddexp",
+         "return np.exp(-np.logaddexp(0, -(np.asarray(gamma, dtype=float) - 1) * beta))"),
+        ("wide_key_weight", "two branches that never exponentiate a positive number",
+         "x = (np.asarray(gamma, dtype=float) - 1) * beta\ne = np.exp(-np.abs(x))\n"
+         "return np.where(x >= 0, 1 / (1 + e), e / (1 + e))"),
+        ("wide_key_weight", "the stable softmax of the two scores",
+         "g = np.asarray(gamma, dtype=float)\n"
+         "return softmax(np.stack([g * beta, np.full_like(g, beta)], axis=-1))[..., 0]"),
+        ("wide_key_weight", "the naive logistic with its argument clipped",
+         "x = np.clip((np.asarray(gamma, dtype=float) - 1) * beta, -500, 500)\nreturn 1 / (1 + np.exp(-x))"),
+    ],
+    "02_averaging": [
+        ("average_query", "keys^T times a vector with beta at a and b",
+         "e = np.zeros(len(keys))\ne[[a, b]] = beta\nreturn keys.T @ e"),
+        ("average_query", "solve for the scores with least squares",
+         "target = np.zeros(len(keys))\ntarget[[a, b]] = beta\nreturn np.linalg.lstsq(keys, target, rcond=None)[0]"),
+        ("average_query", "a loop over the two keys",
+         "q = np.zeros(keys.shape[1])\nfor i in (a, b):\n    q = q + beta * keys[i]\nreturn q"),
+        ("averaging_weight", "logaddexp (warns: log of 0 when n = 2)",
+         "return np.exp(beta - np.logaddexp(np.log(2) + beta, np.log(n - 2)))"),
+        ("averaging_weight", "the max shift of the stable softmax",
+         "m = max(beta, 0)\nreturn np.exp(beta - m) / (2 * np.exp(beta - m) + (n - 2) * np.exp(-m))"),
+        ("averaging_weight", "the softmax of the n scores itself",
+         "return softmax(np.r_[beta, beta, np.zeros(n - 2)])[0]"),
     ],
 }
