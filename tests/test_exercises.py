@@ -263,6 +263,28 @@ def test_no_prompt_contains_what_its_cell_asks_for():
                         assert _code_words(expr) not in prompts, f"{name}: a prompt shows the answer {expr!r}"
 
 
+def test_no_visible_check_contains_what_a_solution_computes():
+    """A visible check's source is read by students: no expression of a solution appears in it."""
+    for name in ASSIGNMENTS:
+        nb = notebook(name)
+        for cell in nb.cells:
+            if not isolate.is_test(cell):
+                continue
+            first, last = hidden_span(cell.source)
+            lines = cell.source.splitlines()
+            visible = _code_words("\n".join(lines[:first - 1] + lines[last:]))
+            for sol in nb.cells:
+                if not (sol.cell_type == "code" and sol.metadata.get("nbgrader", {}).get("solution")):
+                    continue
+                for region in REGION.findall(sol.source):
+                    for line in region.splitlines():
+                        expr = re.sub(r"#.*", "", line).strip()
+                        expr = re.sub(r"^(return|\w+(,\s*\w+)*\s*=)\s*", "", expr)
+                        if len(_code_words(expr)) >= 12 and not re.fullmatch(r"np\.random\.default_rng\(\d+\)", expr):
+                            assert _code_words(expr) not in visible, \
+                                f"{name}: {grade_id(cell)}'s visible checks show the answer {expr!r}"
+
+
 # Answers the prompts once gave in mathematical form (kept out for good).
 GIVEN_AWAY = {
     "01_copying": [r"q = \beta k_j", r"\beta k_0", r"\alpha_j = e^\beta / (e^\beta + n - 1)"],
