@@ -92,8 +92,9 @@ HONEST_MISTAKES = {
     "fay_warns": _proj("    np.log(np.zeros(1))  # divide by zero\n" + SOLVED),
     # a visible check fails (A A^T is no projector for columns that are not orthonormal)
     "gil_visible": _proj("    return A @ A.T\n"),
-    # passes every visible check, but is an oblique projector: a hidden test fails
-    "hal_hidden": _proj(SOLVED.replace("\n    return", "\n    return basis[:, 5:] @ np.ones((2, A.shape[1])) @ A.T +")),
+    # right for the shapes the visible checks use only (the identity otherwise): a hidden test fails
+    "hal_hidden": _proj("    if np.shape(A) not in [(7, 3), (5, 1), (9, 4), (6, 5)]:\n        return np.eye(len(A))\n"
+                        + SOLVED),
     # fools the kernel's comparisons: the grader, judging the probed values itself, finds them wrong
     "ivy_fooled": _proj("    return A @ A.T\n", before="import numpy as np\nnp.allclose = lambda *a, **k: True"),
     # the function renamed: the check cannot find it
@@ -177,11 +178,11 @@ def test_a_warning_from_correct_code_costs_no_points(graded):
 
 
 LOST = {  # student -> what their feedback says about the points of test-proj
-    "gil_visible": "AssertionError: for general A: applying M twice should change nothing (M @ M == M)",
-    "hal_hidden": f"HiddenTestFailed: a hidden test of test-proj failed: 0 of {POINTS} points",
-    "ivy_fooled": f"HiddenTestFailed: a hidden test of test-proj found a wrong value: 0 of {POINTS} points",
-    "jo_renamed": "NameError: `extract_projector` is not defined: the cell that defines it was deleted, renamed"
-                  " or raised an error",
+    "gil_visible": "AssertionError: for general A (7 x 3): vectors already in the span of A should be left unchanged",
+    "hal_hidden": f"HiddenTestFailed: a hidden test of extract_projector failed: 0 of {POINTS} points",
+    "ivy_fooled": f"HiddenTestFailed: a hidden test of extract_projector found a wrong value: 0 of {POINTS} points",
+    "jo_renamed": "NameError: extract_projector is not defined: the cell that defines it was deleted, renamed,"
+                  " not run, or raised an error",
     "kim_loops": "TimeoutError: the cell ran longer than 10 s and was stopped",
 }
 
@@ -388,12 +389,12 @@ def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
     for name, (_, want, _) in ref.items():
         np.save(folder / f"{name}.npy", want, allow_pickle=False)
     assert hidden.failures(NAME, folder) == {}
-    np.save(folder / "proj-skew.npy", ref["proj-skew"][1] + 1e-3, allow_pickle=False)
-    (folder / "proj-orth.npy").unlink()
+    np.save(folder / "proj-6x2.npy", ref["proj-6x2"][1] + 1e-3, allow_pickle=False)
+    (folder / "proj-10x3.npy").unlink()
     assert set(hidden.failures(NAME, folder)["test-proj"]) == {
-        "proj-skew: wrong value", "proj-orth: no value (the hidden test did not get that far)"}
-    np.save(folder / "proj-skew.npy", np.array([object()]), allow_pickle=True)   # a pickle is refused
-    assert "proj-skew: ValueError" in hidden.failures(NAME, folder)["test-proj"]
+        "proj-6x2: wrong value", "proj-10x3: no value (the hidden test did not get that far)"}
+    np.save(folder / "proj-6x2.npy", np.array([object()]), allow_pickle=True)   # a pickle is refused
+    assert "proj-6x2: ValueError" in hidden.failures(NAME, folder)["test-proj"]
 
 
 def _feedback_page(exporter_class, nb):

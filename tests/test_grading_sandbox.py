@@ -195,7 +195,7 @@ def test_cheats_that_fool_the_kernel_do_not_fool_the_grader(graded):
     """Every check passed in the patched kernel; the grader's own comparison took the points."""
     log = (graded["course"] / "nbgrader.log").read_text()
     assert f"hidden tests, judged by the grader: cheat_allclose/{NAME} test-proj" in log
-    assert "proj-skew: wrong value" in log
+    assert "proj-6x2: wrong value" in log
 
 
 def test_the_snoop_finds_no_hidden_test_and_no_gradebook(graded):
