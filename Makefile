@@ -21,7 +21,7 @@ help:
 	@echo "make pdf      build the PDF edition, _build/pdf/patterns-and-messages.pdf (EDITION=course: no solutions)"
 	@echo "make bench    benchmarks (not part of make test)"
 	@echo "make model    retrain the shipped models (needs PyTorch CPU; installs torch==2.13.0 if it can)"
-	@echo "make assignments / make grade SUBMISSIONS=DIR / make course-book   course workflow"
+	@echo "make assignments / make grade SUBMISSIONS=DIR (or FROM=canvas|moodle ZIP=...) / make course-book   course workflow (pm-course --help)"
 	@echo "make instructor / make student   JupyterLab with / without nbgrader's instructor tools"
 	@echo "make fairness grade every listed wrong and alternative answer through make grade"
 
@@ -52,18 +52,18 @@ $(KERNEL_CONFIG): Makefile $(STAMP)
 # mode is recorded in this file, so make install never undoes it.
 JUPYTER_MODE := $(VENV)/.jupyter-mode
 $(JUPYTER_MODE): | $(STAMP)
-	$(BIN)/python scripts/jupyter_mode.py student && echo student > $@
+	$(BIN)/python -m pm_course.jupyter_mode student && echo student > $@
 
 install: $(STAMP) $(KERNEL_CONFIG) $(JUPYTER_MODE)
 
 instructor student: install
-	$(BIN)/python scripts/jupyter_mode.py $@ && echo $@ > $(JUPYTER_MODE)
+	$(BIN)/python -m pm_course.jupyter_mode $@ && echo $@ > $(JUPYTER_MODE)
 
 # The learner's own copies of the exercises (student versions: no solutions, no hidden
 # tests), in a git-ignored folder; a notebook already there is the learner's work and is kept.
 EXERCISES_DIR ?= my-exercises
 exercises: install
-	$(BIN)/python scripts/student.py "$(EXERCISES_DIR)"
+	$(BIN)/python -m pm_course.student "$(EXERCISES_DIR)"
 
 # --- the book -------------------------------------------------------------
 book: $(STAMP) $(KERNEL_CONFIG)
@@ -77,7 +77,7 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox
-	$(BIN)/python -m pytest tests attnlib --ignore=tests/site --ignore=tests/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
+	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/site --ignore=tests/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
@@ -115,7 +115,7 @@ PDF_NAME := patterns-and-messages
 LATEXMK_OPTS := -interaction=nonstopmode -halt-on-error
 pdf: $(STAMP) $(KERNEL_CONFIG) tex
 ifeq ($(EDITION),course)
-	$(BIN)/python scripts/course.py book
+	$(BIN)/pm-course book
 	$(BIN)/jupyter-book build course/book-src --builder latex --path-output course/book --warningiserror --nitpick --keep-going
 	$(MAKE) -C course/book/_build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
 	    || { tail -40 course/book/_build/latex/$(PDF_NAME).log; exit 1; }
@@ -147,16 +147,22 @@ tex:
 
 # --- the course (nbgrader) ----------------------------------------------------
 assignments: $(STAMP)
-	$(BIN)/python scripts/course.py assignments
+	$(BIN)/pm-course assignments
 
 # Student code runs in a bubblewrap sandbox; MEMORY and CPU cap each kernel process
 # (defaults 2G and 120 s); JOBS notebooks run at once (default: the number of cores);
-# UNSAFE=1 grades without a sandbox where bwrap is missing.
+# UNSAFE=1 grades without a sandbox where bwrap is missing. The submissions come from a
+# folder (SUBMISSIONS=DIR) or an LMS's zip (FROM=canvas|moodle ZIP=... [ROSTER=...]
+# [ASSIGNMENT=...]); STUDENT=... and ASSIGNMENT=... regrade only those.
+FROM ?= folder
 grade: $(STAMP) sandbox
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR  (DIR/<student>/<assignment>/<notebook>.ipynb)"; exit 2; }
+	@test -n "$(SUBMISSIONS)$(ZIP)" || { echo "usage: make grade SUBMISSIONS=DIR  (DIR/<student>/<assignment>/<notebook>.ipynb)"; \
+	    echo "   or: make grade FROM=canvas|moodle ZIP=download.zip [ROSTER=gradebook.csv] [ASSIGNMENT=01_copying]"; exit 2; }
+	$(if $(ZIP),$(BIN)/pm-course collect --from "$(FROM)" "$(ZIP)" $(if $(ROSTER),--roster "$(ROSTER)") \
+	    $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") &&) \
 	PM_GRADE_UNSAFE="$(UNSAFE)" $(if $(MEMORY),PM_GRADE_MEMORY="$(MEMORY)") $(if $(CPU),PM_GRADE_CPU="$(CPU)") \
-	    $(if $(JOBS),PM_GRADE_JOBS="$(JOBS)") \
-	    $(BIN)/python scripts/course.py grade "$(SUBMISSIONS)"
+	    $(BIN)/pm-course grade $(if $(ZIP),,"$(SUBMISSIONS)") $(if $(JOBS),--jobs "$(JOBS)") \
+	    $(if $(STUDENT),--student "$(STUDENT)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)")
 
 # Debian's bubblewrap (and util-linux's prlimit) for grading.
 sandbox:
@@ -170,7 +176,7 @@ fairness: $(STAMP) sandbox
 	PM_FAIRNESS=all $(BIN)/python -m pytest tests/test_fairness.py -p no:cacheprovider -q
 
 course-book: $(STAMP)
-	$(BIN)/python scripts/course.py book
+	$(BIN)/pm-course book
 
 # PyTorch is the reference, never a dependency: install it if it can be had (offline here).
 bench: $(STAMP)

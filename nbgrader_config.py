@@ -8,7 +8,7 @@ COURSE = os.environ.get("PM_COURSE_DIR", os.path.join(ROOT, "course"))
 
 c.CourseDirectory.root = COURSE
 # nbgrader's folders are relative to the root; the sources stay in the repository.
-c.CourseDirectory.source_directory = os.path.relpath(os.path.join(ROOT, "exercises"), COURSE)
+c.CourseDirectory.source_directory = os.path.relpath(os.environ.get("PM_EXERCISES") or os.path.join(ROOT, "exercises"), COURSE)
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
@@ -55,18 +55,14 @@ class ExecuteWithOutputCap(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
 
-# Every student notebook runs in a sandboxed kernel (scripts/sandbox.py).
-import sys  # noqa: E402
-
-if os.path.join(ROOT, "scripts") not in sys.path:  # this file is read again for each nbgrader app
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from sandbox import SandboxKernelManager  # noqa: E402
+# Every student notebook runs in a sandboxed kernel (pm_course/sandbox.py).
+from pm_course.sandbox import SandboxKernelManager  # noqa: E402
 
 c.Execute.kernel_manager_class = SandboxKernelManager
 
 # Feedback goes to students: no hidden test, nor any output that quotes one; a
 # reason for every lost point; MathJax from a copy beside the pages.
-from feedback import FeedbackExporter, HideHiddenTests, WarningsAreNotFailures  # noqa: E402
+from pm_course.feedback import FeedbackExporter, HideHiddenTests, WarningsAreNotFailures  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
@@ -75,11 +71,11 @@ c.GenerateFeedback.exporter_class = FeedbackExporter
 c.HideHiddenTests.cell_timeout = c.Execute.timeout
 
 # Each point judged on its own function: before the notebook runs, each test cell gets
-# the instructor's versions of the functions judged above it (scripts/isolate.py).
+# the instructor's versions of the functions judged above it (pm_course/isolate.py).
 # A test cell passes or fails on its assertions and errors, never on a warning
 # (nbgrader fails any cell that wrote to stderr): stderr becomes a displayed
 # warning once the cells have run, before the grades are saved.
-from isolate import HandInstructorVersions  # noqa: E402
+from pm_course.isolate import HandInstructorVersions  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
     q for p in Autograde.class_traits()["autograde_preprocessors"].default()

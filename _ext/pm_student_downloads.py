@@ -4,14 +4,13 @@ The book theme's ``.ipynb`` button links to ``_sources/<docname>.ipynb``, the
 copy Sphinx makes of the source notebook: for an exercise, the instructor's
 version, with the solutions and hidden tests. Once the HTML is written, each
 exercise's copy there is replaced by the student version, the one
-``make exercises`` writes (scripts/student.py). The pages themselves are not
+``make exercises`` writes (pm_course/student.py). The pages themselves are not
 touched: they keep their solutions folded.
 
 ``pm_student_downloads`` lists the docname patterns of the exercise pages
 (the course edition, whose exercises are student versions already, sets none).
 """
 import fnmatch
-import sys
 from pathlib import Path
 
 from sphinx.errors import ExtensionError
@@ -28,11 +27,9 @@ def _student_downloads(app, exception):
                   and Path(app.env.doc2path(d)).suffix == ".ipynb")
     if not docs:
         return
-    scripts = Path(app.srcdir) / "scripts"
-    if str(scripts) not in sys.path:
-        sys.path.insert(0, str(scripts))
     import nbformat
-    import student
+
+    from pm_course import student
 
     for doc in docs:
         source = Path(app.env.doc2path(doc))

@@ -117,7 +117,7 @@ def rows_grading(students: int = 8, rounds: int | None = None) -> list[tuple]:
     try:
         template = tmp / "template"
         env = dict(os.environ, PM_COURSE_DIR=str(template))
-        subprocess.run([sys.executable, "scripts/course.py", "assignments"], cwd=ROOT, env=env, check=True,
+        subprocess.run([sys.executable, "-m", "pm_course", "assignments"], cwd=ROOT, env=env, check=True,
                        capture_output=True)
         n = make_class(tmp / "class", template, students)
 
@@ -128,7 +128,7 @@ def rows_grading(students: int = 8, rounds: int | None = None) -> list[tuple]:
                                 dict(os.environ, PM_COURSE_DIR=str(course)))
 
         def make_grade(jobs):
-            return lambda course: run_measured([[sys.executable, "scripts/course.py", "grade", str(tmp / "class")]],
+            return lambda course: run_measured([[sys.executable, "-m", "pm_course", "grade", str(tmp / "class")]],
                                                dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_JOBS=str(jobs)))
 
         contenders = {"cli": cli, 1: make_grade(1), cores: make_grade(cores)}

@@ -40,7 +40,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 # Read once, when torch first dispatches a kernel: set before anything imports torch.
 CPU_PIN = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
-sys.path.insert(0, str(ROOT))  # attnlib from this checkout, installed or not
 
 import attnlib  # noqa: E402
 from attnlib import metrics, tasks  # noqa: E402

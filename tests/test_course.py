@@ -23,7 +23,7 @@ PER_CELL_TIMEOUT = 10  # nbgrader_config.py
 
 def run_course(cmd, course, *args, timeout=900):
     env = dict(os.environ, PM_COURSE_DIR=str(course))
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), cmd, *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "pm_course", cmd, *map(str, args)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -83,8 +83,7 @@ def test_student_versions_leak_nothing(course):
 def test_a_learners_copy_is_the_released_student_version(course):
     # make exercises (and the site's download button) run nbgrader's preprocessors without
     # a gradebook: they must give what generate_assignment releases, cell for cell
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import student
+    from pm_course import student
 
     for folder in EXERCISES:
         released = nbformat.read(next((course / "release" / folder.name).glob("*.ipynb")), as_version=4)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -25,8 +24,7 @@ from wrong_answers import ALTERNATIVES, WRONG
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import isolate  # noqa: E402
+from pm_course import isolate  # noqa: E402
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
 REGION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
 

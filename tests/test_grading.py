@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import course as course_mod  # noqa: E402
-import submissions  # noqa: E402
+from pm_course import assignments as course_mod  # noqa: E402
+from pm_course import course, submissions  # noqa: E402
 
 NAME, NOTEBOOK, POINTS = "03_subspace", "subspace.ipynb", 3
 
@@ -62,7 +61,7 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     fake = tmp_path / "exercises" / NAME
     fake.mkdir(parents=True)
     nbformat.write(nb, fake / NOTEBOOK)
-    monkeypatch.setattr(course_mod, "ROOT", tmp_path)
+    monkeypatch.setattr(course, "ROOT", tmp_path)
     problems = course_mod.test_cells_stand_alone(NAME)
     assert problems == [f"{NAME}: test cell 'test-borrow' uses 'M', which only test cell 'test-proj' defines"]
 
@@ -128,7 +127,7 @@ def graded(tmp_path_factory):
     for student, edit in HONEST_MISTAKES.items():  # each loses the points of test-proj for a reason of its own
         put(f"{student}/{NAME}/{NOTEBOOK}", edit(nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)))
     env = dict(os.environ, PM_COURSE_DIR=str(course))
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "grade", str(subs)],
+    proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
                           env=env, capture_output=True, text=True, timeout=600)
     with open(course / "grades.csv") as f:
         rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
@@ -199,7 +198,7 @@ def test_every_lost_point_has_a_reason_a_student_can_act_on(graded):
 def test_feedback_does_not_repeat_hidden_tests_that_student_code_printed(graded):
     """A cell of the student's echoes every cell it runs: the graded notebook has the hidden tests in
     its outputs (the instructor's copy), the feedback shows a notice in their place."""
-    import feedback
+    from pm_course import feedback
 
     _, rows, course = graded
     assert float(rows[("leo_echo", NAME)]["score"]) == POINTS
@@ -288,7 +287,7 @@ def labelled():
 
     from nbclient import NotebookClient
 
-    import feedback
+    from pm_course import feedback
 
     setup = nbformat.v4.new_code_cell(
         "import contextlib\n"
@@ -328,7 +327,7 @@ def _errors(cell):
 
 def test_a_visible_check_that_fails_beside_the_hidden_block_says_its_own_message(labelled):
     executed, nb = labelled
-    import feedback
+    from pm_course import feedback
 
     raw = feedback.ANSI.sub("", "\n".join(_errors(executed.cells[1])[0].traceback))
     assert "assert attend(31) == 62" in raw  # IPython quoted the hidden lines: the old rule called it hidden
@@ -346,7 +345,7 @@ def test_a_hidden_test_that_fails_is_named_without_its_source(labelled):
 def test_the_grader_lines_never_reach_the_student(labelled):
     """Removed from the source, outside the hidden region (a failure there is no hidden test's),
     and every output that quoted them (the echo printed each cell) replaced by a notice."""
-    import feedback
+    from pm_course import feedback
 
     executed, nb = labelled
     assert feedback.failing_line(_errors(executed.cells[3])[0].traceback) == 1
@@ -363,7 +362,7 @@ def test_the_grader_lines_never_reach_the_student(labelled):
 def test_grading_an_empty_or_missing_folder_fails_clearly(tmp_path):
     env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"))
     for target in (tmp_path / "nowhere", tmp_path):
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "grade", str(target)],
+        proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(target)],
                               env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode != 0
         assert "is not a folder" in proc.stderr or "no submissions found" in proc.stderr, proc.stderr
@@ -371,9 +370,9 @@ def test_grading_an_empty_or_missing_folder_fails_clearly(tmp_path):
 
 def test_every_hidden_test_hands_its_values_to_the_grader():
     """A graded cell with hidden tests is judged in the grader's process only if it probes a value."""
-    import hidden
+    from pm_course import hidden
 
-    for name in course_mod.assignment_names():
+    for name in course.assignment_names():
         nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
         with_hidden = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.cell_type == "code"
                        and c.metadata.get("nbgrader", {}).get("grade") and "### BEGIN HIDDEN TESTS" in c.source}
@@ -382,7 +381,7 @@ def test_every_hidden_test_hands_its_values_to_the_grader():
 
 
 def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
-    import hidden
+    from pm_course import hidden
 
     ref = hidden.reference(NAME)
     folder = tmp_path / "probes"
@@ -426,7 +425,7 @@ def test_feedback_pages_are_nbconverts_made_cheaper():
     from bs4 import BeautifulSoup, Comment
     from nbconvert.exporters import HTMLExporter
 
-    import feedback
+    from pm_course import feedback
 
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     compile_ = jinja2.Environment.compile
@@ -459,7 +458,7 @@ def test_feedback_pages_are_nbconverts_made_cheaper():
 
 def test_feedback_pages_still_get_alt_text_for_images():
     """An image without alt text takes HTMLExporter's way, second pass included."""
-    import feedback
+    from pm_course import feedback
 
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_markdown_cell('<img src="data:image/png;base64,AAAA">'))
@@ -471,7 +470,7 @@ def test_the_gradebook_engine_is_made_once_per_process(tmp_path):
     """nbgrader opens the gradebook about ten times per notebook: the grader keeps one engine
     (and its compiled statements), and a gradebook closed and opened again still works."""
     code = """
-import course
+from pm_course import course
 from nbgrader.api import Gradebook
 url = course.api().coursedir.db_url
 with Gradebook(url) as first:
@@ -479,12 +478,12 @@ with Gradebook(url) as first:
 with Gradebook(url) as second:
     assert second.engine is first.engine, "a new engine for every gradebook"
     assert [s.id for s in second.students] == ["ada"]
-course._worker_start()
+course.worker_start()
 with Gradebook(url) as third:
     assert third.engine is not first.engine, "a worker must not use the engine of the process it was forked from"
 print("ok")
 """
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "scripts", capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course")), timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
@@ -508,7 +507,7 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
     grades = {}
     for jobs in ("1", "2"):
         env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / f"course{jobs}"), PM_GRADE_JOBS=jobs)
-        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "grade", str(subs)],
+        proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
                               env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0 and f"Grading {jobs} notebook(s) at a time" in proc.stdout, proc.stdout
         grades[jobs] = (tmp_path / f"course{jobs}" / "grades.csv").read_text()

@@ -26,8 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME, POINTS = "03_subspace", 3
 TOKEN = uuid.uuid4().hex[:12]  # marks every file and process the attacks try to leave behind
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import sandbox  # noqa: E402
+from pm_course import sandbox  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sandbox.works() and os.environ.get("CI") != "true",
                                 reason="bubblewrap is not installed or cannot make namespaces here (make sandbox)")
@@ -161,13 +160,13 @@ def graded(tmp_path_factory):
         nbformat.write(nb, dest)
 
     env = dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_MEMORY="1G", PM_GRADE_PROCS="64")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "assignments"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "pm_course", "assignments"], env=env, check=True,
                    capture_output=True)
     repo_before = tree_digest(ROOT, skip={".venv", "_build", "course", ".git"})
     subs_before = tree_digest(subs)
     release_before = tree_digest(course / "release")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "course.py"), "grade", str(subs)],
+    proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
                           env=env, capture_output=True, text=True, timeout=600)
     elapsed = time.monotonic() - start
     stop.set()
@@ -310,3 +309,14 @@ print("print form drawn:", not callable(s._png))
     out, shown = run_in_sandbox(tmp_path, code)
     assert "print form drawn: False" in out, out
     assert shown and all("text/html" in d and "image/png" not in d for d in shown), [list(d) for d in shown]
+
+
+def test_student_code_sees_attnlib_but_not_the_course_package(tmp_path):
+    """attnlib is mounted back into the sandbox; pm_course (the grader, the gradebook's paths) is not."""
+    code = ("import importlib.util, attnlib\nprint('attnlib', attnlib.softmax([0.0])[0])\n"
+            "try:\n    import pm_course\n    print('pm_course found at', pm_course.__file__)\n"
+            "except ImportError:\n    print('pm_course hidden')\n"
+            "print('spec', importlib.util.find_spec('pm_course.sandbox') is not None if importlib.util.find_spec("
+            "'pm_course') else None)")
+    out, _ = run_in_sandbox(tmp_path, code)
+    assert "attnlib 1.0" in out and "pm_course hidden" in out and "spec None" in out, out

@@ -1,6 +1,5 @@
 """Each point judged on its own function: the judging block, what the grader hands it, and
 what make assignments refuses."""
-import sys
 from pathlib import Path
 
 import nbformat
@@ -10,8 +9,7 @@ import attnlib.checks as checks
 from attnlib.checks import judging
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import isolate  # noqa: E402
+from pm_course import isolate  # noqa: E402
 
 
 def cell(source, gid, solution=False, points=1):

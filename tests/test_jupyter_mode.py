@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import jupyter_mode  # noqa: E402
+from pm_course import jupyter_mode  # noqa: E402
 
 
 def shipped_lab_plugins():

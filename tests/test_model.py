@@ -177,9 +177,13 @@ def _torch():
 
 
 def _train_module():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import train_model
-    return train_model
+    """scripts/train_model.py, loaded from its file (a script, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_model", ROOT / "scripts" / "train_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -8,8 +8,7 @@ import pytest
 from leaks import problems, secret_lines
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import student  # noqa: E402
+from pm_course import student  # noqa: E402
 
 SOURCES = student.sources()
 
@@ -21,7 +20,7 @@ def test_every_assignment_has_a_source():
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     dest = tmp_path_factory.mktemp("learner") / "my-exercises"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "student.py"), str(dest)],
+    proc = subprocess.run([sys.executable, "-m", "pm_course.student", str(dest)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return dest
@@ -42,7 +41,7 @@ def test_a_second_run_keeps_what_the_learner_has(written):
     before = mine.read_bytes()
     gone = written / SOURCES[1].parent.name / SOURCES[1].name
     gone.unlink()  # deleted by the learner: they get a fresh copy
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "student.py"), str(written)],
+    proc = subprocess.run([sys.executable, "-m", "pm_course.student", str(written)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert mine.read_bytes() == before, "the learner's notebook was overwritten"

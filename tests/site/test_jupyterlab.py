@@ -1,7 +1,7 @@
 """JupyterLab in a real browser: a student's has none of nbgrader's instructor tools, an instructor's has them.
 
 Starts ``jupyter lab`` from this environment twice, with the configuration
-``scripts/jupyter_mode.py`` writes for each mode (read before the
+``pm_course/jupyter_mode.py`` writes for each mode (read before the
 environment's own, so the result does not depend on the mode the environment
 is in), on a free port of 127.0.0.1 with a token and a temporary root folder
 holding one exercise notebook; opens that notebook in headless Chromium and
@@ -71,8 +71,7 @@ def _get(url):
 @contextlib.contextmanager
 def _servers(tmp):
     """One ``jupyter lab`` per mode, started together (each takes seconds); yields {mode: (url, token)}."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import jupyter_mode
+    from pm_course import jupyter_mode
 
     servers, procs = {}, []
     try:

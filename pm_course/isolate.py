@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import ast
 import functools
-from pathlib import Path
 
 import nbformat
 from nbconvert.preprocessors import Preprocessor
 
-ROOT = Path(__file__).resolve().parent.parent
+from .course import exercises_dir
+
 MARK = "# pm-grader"
 
 
@@ -129,7 +129,7 @@ def problems(nb, label: str = "") -> list[str]:
 
 @functools.cache
 def _source_notebook(assignment: str, notebook: str):
-    return nbformat.read(ROOT / "exercises" / assignment / f"{notebook}.ipynb", as_version=4)
+    return nbformat.read(exercises_dir() / assignment / f"{notebook}.ipynb", as_version=4)
 
 
 class HandInstructorVersions(Preprocessor):

@@ -6,11 +6,17 @@ a student renames the file, or leaves it beside the assignment folder rather
 than in it. :func:`match` finds, for every student and assignment, the one file
 meant (warning when its name differs), says why when there is none or several,
 and lists every file it did not use.
+
+The same matching serves the LMS downloads (:mod:`pm_course.collect`): what
+was found is kept in the course folder's manifest, ``course/submissions.csv``
+(:func:`write_manifest`), one row per student and assignment, with the LMS's
+identifiers, the late flag and the submission time where the LMS gives them.
 """
 from __future__ import annotations
 
+import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 GRADED, MISSING, FAILED = "graded", "not submitted", "could not be graded"
@@ -27,21 +33,71 @@ class Entry:
     reason: str = ""                  # why it was not graded, or what was noticed (a renamed file)
     score: float | None = None
     max_score: float | None = None
+    name: str = ""                    # the student's name, as the LMS gives it
+    lms: str = ""                     # "canvas", "moodle", or "" (a folder)
+    lms_id: str = ""                  # Canvas user id, Moodle participant id
+    late: bool = False                # the LMS marked the submission late
+    submitted: str = ""               # when it was submitted (as the LMS gives it, or the zip entry's time)
+    source: str = ""                  # the file in the download or folder that was used
+
+
+# the manifest's columns: what collect found, what grade reads
+MANIFEST = ("student_id", "assignment", "status", "reason", "name", "lms", "lms_id", "late", "submitted", "source")
 
 
 @dataclass
 class Class:
+    """What a collection found: an entry per student and assignment, and every file it did not use."""
+
     entries: list[Entry] = field(default_factory=list)
     unused: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    why_unused: dict = field(default_factory=dict)  # a file not used -> why (when it is not the usual reason)
 
 
 def normal(stem: str) -> str:
-    """A notebook's name without what downloads and copies add: case, " (2)", "-Copy1"."""
+    """A notebook's name without what downloads and copies add: case, " (2)", "-Copy1", Canvas's "-1".
+
+    >>> [normal(s) for s in ("Copying (2)", "copying-Copy1", "copying-1", "copying copy")]
+    ['copying', 'copying', 'copying', 'copying']
+    """
     stem = stem.lower().strip()
     stem = re.sub(r"\s*\(\d+\)$", "", stem)          # browser: "copying (2)"
     stem = re.sub(r"[-_ ]copy\d*$", "", stem)          # Jupyter: "copying-Copy1"
+    stem = re.sub(r"-\d+$", "", stem)                  # Canvas, a file uploaded again: "copying-1"
     return stem.strip()
+
+
+def resubmission(stem: str) -> int:
+    """Which upload of a name a file is: 0 for the first, N for Canvas's ``-N`` or a browser's `` (N)``.
+
+    >>> resubmission("copying"), resubmission("copying-2"), resubmission("Copying (3)")
+    (0, 2, 3)
+    """
+    found = re.search(r"(?:-|\s\()(\d+)\)?$", stem.strip())
+    return int(found.group(1)) if found else 0
+
+
+def write_manifest(entries: list[Entry], path: Path) -> None:
+    """Write ``entries`` to the manifest at ``path`` (CSV, :data:`MANIFEST`'s columns)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(MANIFEST)
+        for e in sorted(entries, key=lambda e: (e.student, e.assignment)):
+            writer.writerow([e.student, e.assignment, e.status, e.reason, e.name, e.lms, e.lms_id,
+                             "late" if e.late else "", e.submitted, e.source])
+
+
+def read_manifest(path: Path) -> list[Entry]:
+    """The entries :func:`write_manifest` wrote ([] when there is no manifest yet)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    known = {f.name for f in fields(Entry)}
+    return [Entry(**{k: v for k, v in {**row, "student": row["student_id"], "late": row["late"] == "late"}.items()
+                     if k in known}) for row in rows]
 
 
 def match(submissions: Path, expected: dict[str, str]) -> Class:
@@ -72,6 +128,7 @@ def match(submissions: Path, expected: dict[str, str]) -> Class:
                 entry.file = candidates[0]
                 used.add(entry.file)
                 rel = entry.file.relative_to(submissions)
+                entry.source = str(rel)
                 if entry.file.name != notebook or entry.file not in inside:
                     # in grades.csv too: the console is gone by the time a student asks
                     entry.reason = f"graded {rel} as {assignment}/{notebook}"
@@ -102,6 +159,8 @@ def summary(entries: list[Entry], max_points: dict[str, float]) -> str:
             return "-"
         if e.status == FAILED:
             return "failed"
+        if e.score is None:  # collected, not graded yet
+            return "?"
         return f"{e.score:g}/{e.max_score:g}"
 
     width = max([len("student"), *map(len, students)])

@@ -1,6 +1,6 @@
 """Student versions of the exercises: the blank notebooks a learner works in.
 
-    python scripts/student.py [DEST]      # default: my-exercises/ (make exercises)
+    python -m pm_course.student [DEST]      # default: my-exercises/ (make exercises)
 
 Writes DEST/<assignment>/<notebook>.ipynb for every assignment in exercises/,
 and never overwrites a notebook that is already there: that is the learner's

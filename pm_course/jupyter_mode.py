@@ -1,8 +1,8 @@
 """A student's or an instructor's JupyterLab: nbgrader's instructor tools off or on.
 
-    python scripts/jupyter_mode.py student       # make install (the default)
-    python scripts/jupyter_mode.py instructor    # make instructor
-    python scripts/jupyter_mode.py MODE ETC_DIR  # write into another config folder (tests)
+    python -m pm_course.jupyter_mode student       # make install (the default)
+    python -m pm_course.jupyter_mode instructor    # make instructor
+    python -m pm_course.jupyter_mode MODE ETC_DIR  # write into another config folder (tests)
 
 nbgrader installs, for everyone, a JupyterLab extension (the Nbgrader menu and
 Formgrader, the Create Assignment sidebar, the Validate button, the Course and

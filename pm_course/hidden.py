@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from .course import source_notebook
 
 
 @functools.cache
@@ -30,7 +30,7 @@ def reference(assignment: str) -> dict[str, tuple[str, object, object]]:
     import nbformat
 
     matplotlib.use("Agg")
-    nb = nbformat.read(next((ROOT / "exercises" / assignment).glob("*.ipynb")), as_version=4)
+    nb = nbformat.read(source_notebook(assignment), as_version=4)
     found: dict[str, tuple[str, object, object]] = {}
     cell_id = [None]
 
@@ -41,7 +41,7 @@ def reference(assignment: str) -> dict[str, tuple[str, object, object]]:
 
     ns: dict = {"__name__": f"reference_{assignment}"}
     cwd = os.getcwd()
-    os.chdir(ROOT / "exercises" / assignment)  # as a notebook runs: in its own folder
+    os.chdir(source_notebook(assignment).parent)  # as a notebook runs: in its own folder
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the notebook's prints are not news here
             for cell in nb.cells:

@@ -136,10 +136,13 @@ def check() -> str:
 
 
 def hidden_paths() -> list[Path]:
-    """What the kernel must not see: the repository, the course folder, the submissions, the home folder."""
-    paths = [ROOT, course_dir(), Path.home()]
-    if os.environ.get("PM_SUBMISSIONS"):
-        paths.append(Path(os.environ["PM_SUBMISSIONS"]))
+    """What the kernel must not see: the repository (this package with it), the course folder, the
+    submissions, the home folder."""
+    from .course import exercises_dir
+
+    paths = [ROOT, course_dir(), exercises_dir(), Path.home()]
+    # the folders submissions were collected from (pm_course.grade sets them)
+    paths += [Path(p) for p in os.environ.get("PM_SUBMISSIONS", "").split(os.pathsep) if p]
     paths = sorted({p.resolve() for p in paths if p.exists()})
     # a folder inside another hidden one is hidden with it
     return [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]
@@ -154,14 +157,14 @@ def visible_again() -> list[Path]:
 
 
 def probes_dir(runtime: Path) -> Path:
-    """Where the kernel leaves the values its hidden tests probed (see scripts/hidden.py)."""
+    """Where the kernel leaves the values its hidden tests probed (see pm_course/hidden.py)."""
     folder = runtime / "probes"
     folder.mkdir(exist_ok=True)
     return folder
 
 
 def course_dir() -> Path:
-    """The course folder (scripts/course.py's COURSE), resolved."""
+    """The course folder (:data:`pm_course.course.COURSE`), resolved."""
     return Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
 
 
@@ -372,7 +375,7 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_runtime", None):
             graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
-            if graded and (self._runtime / "probes").is_dir():  # kept for scripts/hidden.py
+            if graded and (self._runtime / "probes").is_dir():  # kept for pm_course/hidden.py
                 keep = course_dir() / "probes" / graded[0] / graded[1]
                 shutil.rmtree(keep, ignore_errors=True)
                 shutil.copytree(self._runtime / "probes", keep)

@@ -1,0 +1,4 @@
+"""``python -m pm_course`` is ``pm-course``."""
+from .cli import main
+
+main()
