@@ -1,0 +1,97 @@
+"""Collecting from a Canvas or Moodle zip: every file used or listed, the newest upload graded, nothing unsafe."""
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ASSIGNMENTS, canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
+from pm_course import collect, lms, submissions
+
+
+def run(course, exercises, *args):
+    env = dict(os.environ, PM_COURSE_DIR=str(course), PM_EXERCISES=str(exercises))
+    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def expected(monkeypatch, two_assignments):
+    monkeypatch.setenv("PM_EXERCISES", str(two_assignments))
+    return {a: nb for a, (nb, _) in ASSIGNMENTS.items()}
+
+
+def test_canvas_names_are_parsed_and_the_newest_upload_wins(tmp_path, expected):
+    zips = canvas_zips(tmp_path)
+    found, chosen = collect.from_zip(zips["03_subspace"], "canvas", None, {})
+    [jose, zoe] = sorted(found.entries, key=lambda e: e.lms_id)
+    assert (jose.student, jose.assignment, jose.lms_id, jose.late) == ("nunezjose_101", "03_subspace", "101", True)
+    assert chosen[(jose.student, "03_subspace")].filename == "nunezjose_LATE_101_9001_subspace-1.ipynb"
+    assert jose.submitted == "2025-03-02 14:00:00"
+    assert (zoe.student, zoe.late, zoe.reason) == ("obrienzoe_102", False,
+                                                   "graded Subspace (2).ipynb as 03_subspace/subspace.ipynb")
+    assert found.why_unused == {
+        "nunezjose_LATE_101_9001_subspace.ipynb": "an older upload: nunezjose_101's newest,"
+                                                  " nunezjose_LATE_101_9001_subspace-1.ipynb, is graded",
+        "obrienzoe_102_9002_notes.pdf": "not a notebook (.pdf)",
+    }
+
+
+def test_moodle_folders_with_accents_and_spaces(tmp_path, expected):
+    found, chosen = collect.from_zip(moodle_zip(tmp_path), "moodle", "03_subspace", {})
+    by = {e.lms_id: e for e in found.entries}
+    assert by["201"].student == "josenunez_201" and by["201"].name == "José Núñez"
+    assert chosen[("zoeobrien_202", "03_subspace")].filename.endswith("Subspace (2).ipynb")  # (2): the newer
+    assert set(found.why_unused) == {"Zoë O'Brien_202_assignsubmission_file_/subspace.ipynb",
+                                     "Zoë O'Brien_202_assignsubmission_onlinetext_/onlinetext.html"}
+
+
+def test_rosters_of_both_lmss(tmp_path):
+    canvas = lms.roster(canvas_gradebook(tmp_path / "gradebook.csv"), "canvas")
+    assert [(s.lms_id, s.name) for s in canvas] == [("101", "Núñez, José"), ("102", "O'Brien, Zoë"),
+                                                     ("103", "Smith, Ann Marie")]  # no test student, no points row
+    moodle = lms.roster(moodle_worksheet(tmp_path / "worksheet.csv"), "moodle")
+    assert [(s.lms_id, s.late) for s in moodle] == [("201", True), ("202", False), ("203", False)]
+    with pytest.raises(SystemExit, match="a Canvas file, but the submissions come from Moodle"):
+        lms.roster(tmp_path / "gradebook.csv", "moodle")
+
+
+@pytest.mark.parametrize("evil", ["../../escaped.ipynb", "/etc/evil_1_2_x.ipynb", "a/../../b.ipynb",
+                                  "C:\\evil_1_2_x.ipynb"])
+def test_a_zip_that_points_outside_is_refused_and_nothing_is_written(tmp_path, two_assignments, evil):
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("ok_1_2_subspace.ipynb", "{}")
+        z.writestr(evil, "{}")
+    proc = run(tmp_path / "course", two_assignments, "collect", "--from", "canvas", bad)
+    assert proc.returncode != 0 and "refused" in proc.stderr and "outside" in proc.stderr, proc.stderr
+    assert not (tmp_path / "course" / "submitted").exists()
+    assert not (tmp_path / "escaped.ipynb").exists()
+
+
+def test_bad_input_is_named(tmp_path, two_assignments):
+    course = tmp_path / "course"
+    (tmp_path / "not.zip").write_text("hello")
+    for args, says in ((["--from", "canvas", tmp_path / "not.zip"], "not a zip file"),
+                       (["--from", "canvas", tmp_path / "missing.zip"], "no such file"),
+                       (["--from", "folder", tmp_path / "nowhere"], "is not a folder"),
+                       (["--from", "canvas", tmp_path / "not.zip", "--assignment", "99_nope"], "is not an assignment")):
+        proc = run(course, two_assignments, "collect", *args)
+        assert proc.returncode != 0 and says in proc.stderr, (args, proc.stderr)
+
+
+def test_collecting_copies_and_keeps_the_lms_facts(tmp_path, two_assignments):
+    course, zips = tmp_path / "course", canvas_zips(tmp_path / "downloads")
+    before = {p: p.read_bytes() for p in (tmp_path / "downloads").iterdir()}
+    gradebook = canvas_gradebook(tmp_path / "gradebook.csv")
+    proc = run(course, two_assignments, "collect", "--from", "canvas", zips["03_subspace"], "--roster", gradebook)
+    assert proc.returncode == 0, proc.stderr
+    assert {p: p.read_bytes() for p in (tmp_path / "downloads").iterdir()} == before  # copied, never moved
+    assert "obrienzoe_102_9002_notes.pdf: not a notebook (.pdf)" in proc.stdout
+    assert "Not submitted: smithannmarie_103/03_subspace" in proc.stdout
+    rows = {(e.student, e.assignment): e for e in submissions.read_manifest(course / "submissions.csv")}
+    assert rows[("nunezjose_101", "03_subspace")].late and rows[("nunezjose_101", "03_subspace")].lms == "canvas"
+    assert rows[("smithannmarie_103", "03_subspace")].status == "not submitted"
+    assert sorted(p.relative_to(course / "submitted").as_posix() for p in (course / "submitted").rglob("*.ipynb")) \
+        == ["nunezjose_101/03_subspace/subspace.ipynb", "obrienzoe_102/03_subspace/subspace.ipynb"]
