@@ -76,12 +76,11 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
-test: $(STAMP) $(KERNEL_CONFIG) sandbox
+test: $(STAMP) $(KERNEL_CONFIG) sandbox browser
 	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/site --ignore=tests/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
-	$(MAKE) --no-print-directory browser
 	$(BIN)/python -m pytest tests/site
 	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=).
 	$(MAKE) --no-print-directory pdf PDF_FRESH=

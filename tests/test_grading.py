@@ -9,6 +9,8 @@ import nbformat
 import numpy as np
 import pytest
 
+import browser
+
 ROOT = Path(__file__).resolve().parent.parent
 from pm_course import assignments as course_mod  # noqa: E402
 from pm_course import course, submissions  # noqa: E402
@@ -227,26 +229,13 @@ def test_feedback_pages_load_mathjax_from_beside_them(graded):
         assert (page.parent / src).resolve().is_relative_to(course / "feedback"), src
 
 
-CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-NO_BROWSER = None if CHROMIUM.exists() and DRIVER.exists() else "Debian's chromium and chromium-driver are not installed"
-
-
-@pytest.mark.skipif(NO_BROWSER is not None and os.environ.get("CI") != "true", reason=str(NO_BROWSER))
+@browser.required("the feedback's browser test", browser.missing())
 def test_feedback_pages_typeset_maths_offline(graded, tmp_path):
     """In headless Chromium with the network off, MathJax typesets a feedback page's maths (and a
     screenshot of it is kept in _build/screenshots/ for a look)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     _, _, course = graded
     page = course / "feedback" / "fay_warns" / NAME / NOTEBOOK.replace(".ipynb", ".html")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                 "--window-size=1100,1900", "--force-prefers-color-scheme=light", f"--user-data-dir={tmp_path}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    driver = browser.chrome(tmp_path, "1100,1900", "--force-prefers-color-scheme=light")
     try:
         driver.execute_cdp_cmd("Network.enable", {})
         driver.execute_cdp_cmd("Network.emulateNetworkConditions", {

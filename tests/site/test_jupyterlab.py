@@ -24,31 +24,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import browser as browser_mod
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("PM_SCREENSHOTS", ROOT / "_build" / "screenshots"))
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 JUPYTER = Path(sys.executable).parent / "jupyter"
 NOTEBOOK = ROOT / "exercises" / "01_copying" / "copying.ipynb"
 MODES = ("student", "instructor")
 
 
-def _missing():
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        return "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed"
-    return None
-
-
-REASON = _missing()
-if REASON and os.environ.get("CI") == "true":
-    raise RuntimeError(f"the JupyterLab browser test is required in CI: {REASON}")
-pytestmark = pytest.mark.skipif(REASON is not None, reason=str(REASON))
+pytestmark = browser_mod.required("the JupyterLab browser test", browser_mod.missing())
 
 
 def _free_port():
@@ -118,19 +104,7 @@ def servers(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-dev-shm-usage", "--window-size=1400,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
+    driver = browser_mod.chrome(tmp_path_factory.mktemp("chromium-profile"), "1400,900")
     yield driver
     driver.quit()
 

@@ -1,0 +1,54 @@
+"""Headless Chromium for the tests that look at pages: the site, JupyterLab, feedback.
+
+Debian's ``chromium`` and ``chromium-driver`` with the flags measured to work here
+(no sandbox, GPU, background networking or first-run chores) and a fresh profile.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
+
+
+def missing() -> str | None:
+    """Why no browser test can run here, or None."""
+    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
+        return "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed"
+    return None
+
+
+def required(what: str, reason: str | None):
+    """A skip mark for a browser test that cannot run (``reason``), except under CI=true,
+    where it runs, and fails saying why."""
+    return pytest.mark.skipif(reason is not None and os.environ.get("CI") != "true",
+                              reason=f"{what} skips: {reason}")
+
+
+def chrome(profile: Path, size: str, *flags: str, logs: bool = False):
+    """A headless Chromium driver with a fresh ``profile`` folder, a window of ``size`` ("W,H")."""
+    if missing():
+        raise RuntimeError(f"no browser for this test: {missing()}")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in (*FLAGS, f"--window-size={size}", *flags, f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    if logs:
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    return driver
