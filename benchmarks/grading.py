@@ -1,5 +1,8 @@
 """Grading speed: the same synthetic class graded three ways, side by side.
 
+(:func:`rows_term` does the same for a whole term: every assignment, handed in
+through Canvas's "Download Submissions" zips and collected by ``pm-course``.)
+
 1. nbgrader's own CLI, ``nbgrader autograde <assignment>`` once per assignment
    (with this repository's configuration, so its kernels are sandboxed too);
 2. ``make grade`` with ``JOBS=1``;
@@ -12,6 +15,7 @@ and the figures are medians.
 """
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
@@ -35,12 +39,12 @@ def _source(name):
     return next((ROOT / "exercises" / name).glob("*.ipynb"))
 
 
-def make_class(folder: Path, course: Path, students: int) -> int:
+def make_class(folder: Path, course: Path, students: int, assignments=ASSIGNMENTS) -> int:
     """DIR/<student>/<assignment>/<notebook>: full, partial, blank and erroring work in turn."""
     n = 0
     for s in range(students):
         kind = KINDS[s % len(KINDS)]
-        for name in ASSIGNMENTS:
+        for name in assignments:
             if kind == "blank":
                 nb = nbformat.read(next((course / "release" / name).glob("*.ipynb")), as_version=4)
             else:
@@ -103,6 +107,33 @@ def run_measured(cmds: list[list[str]], env: dict) -> tuple[float, int, bool]:
     return time.perf_counter() - start, peak, ok
 
 
+def nbgrader_cli(class_dir: Path, assignments):
+    """The contender nbgrader's own CLI is: the class in its layout (course/submitted), one
+    ``nbgrader autograde`` per assignment, with this repository's configuration."""
+    nbgrader = str(Path(sys.executable).parent / "nbgrader")
+
+    def cli(course):
+        for student in class_dir.iterdir():
+            shutil.copytree(student, course / "submitted" / student.name)
+        return run_measured([[nbgrader, "autograde", a, "--force", "--create"] for a in assignments],
+                            dict(os.environ, PM_COURSE_DIR=str(course)))
+    return cli
+
+
+def race(contenders: dict, template: Path, tmp: Path, rounds: int) -> dict:
+    """Each contender grades a fresh copy of ``template`` in its own timed block, taking turns
+    (the order rotates from round to round): ``{key: [(seconds, peak bytes, ok), ...]}``."""
+    runs: dict = {key: [] for key in contenders}
+    for r in range(rounds):
+        keys = list(contenders)
+        for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+            course = tmp / f"round{r}-{key}"
+            shutil.copytree(template, course)
+            runs[key].append(contenders[key](course))
+            shutil.rmtree(course, ignore_errors=True)
+    return runs
+
+
 def rows_grading(students: int = 8, rounds: int | None = None) -> list[tuple]:
     """The class graded by each contender in turn, ``rounds`` times (PM_BENCH_ROUNDS, default 3).
 
@@ -113,7 +144,6 @@ def rows_grading(students: int = 8, rounds: int | None = None) -> list[tuple]:
     cores = os.cpu_count() or 1
     rounds = rounds or int(os.environ.get("PM_BENCH_ROUNDS", "3"))
     tmp = Path(tempfile.mkdtemp(prefix="pm-bench-grading-"))
-    nbgrader = str(Path(sys.executable).parent / "nbgrader")
     try:
         template = tmp / "template"
         env = dict(os.environ, PM_COURSE_DIR=str(template))
@@ -121,25 +151,13 @@ def rows_grading(students: int = 8, rounds: int | None = None) -> list[tuple]:
                        capture_output=True)
         n = make_class(tmp / "class", template, students)
 
-        def cli(course):  # nbgrader's own layout (course/submitted), one autograde per assignment
-            for student in (tmp / "class").iterdir():
-                shutil.copytree(student, course / "submitted" / student.name)
-            return run_measured([[nbgrader, "autograde", a, "--force", "--create"] for a in ASSIGNMENTS],
-                                dict(os.environ, PM_COURSE_DIR=str(course)))
+        cli = nbgrader_cli(tmp / "class", ASSIGNMENTS)
 
         def make_grade(jobs):
             return lambda course: run_measured([[sys.executable, "-m", "pm_course", "grade", str(tmp / "class")]],
                                                dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_JOBS=str(jobs)))
 
-        contenders = {"cli": cli, 1: make_grade(1), cores: make_grade(cores)}
-        runs: dict = {key: [] for key in contenders}
-        for r in range(rounds):
-            keys = list(contenders)
-            for key in keys[r % len(keys):] + keys[:r % len(keys)]:
-                course = tmp / f"round{r}-{key}"
-                shutil.copytree(template, course)
-                runs[key].append(contenders[key](course))
-                shutil.rmtree(course, ignore_errors=True)
+        runs = race({"cli": cli, 1: make_grade(1), cores: make_grade(cores)}, template, tmp, rounds)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -160,4 +178,70 @@ def rows_grading(students: int = 8, rounds: int | None = None) -> list[tuple]:
         (case, f"JOBS={cores} / JOBS=1", rate[cores] / rate[1], "target >= 1.6", ""),
         (case, f"peak memory JOBS={cores}", peak[cores] / (cores * cap + OVERHEAD),
          f"target < 1 ({cores} x 2 GiB cap + 1 GiB)", f"{peak[cores] / 2**20:.0f} MiB"),
+    ]
+
+
+def canvas_zips(folder: Path, class_dir: Path) -> dict[str, Path]:
+    """The class as Canvas hands it out: one flat zip per assignment, files named
+    ``<lastfirst>_<user id>_<submission id>_<notebook>``."""
+    import zipfile
+
+    zips = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for a in sorted({p.name for student in class_dir.iterdir() for p in student.iterdir()}):
+        zips[a] = folder / f"{a}.zip"
+        with zipfile.ZipFile(zips[a], "w") as z:
+            for i, student in enumerate(sorted(class_dir.iterdir())):
+                for nb in (student / a).glob("*.ipynb"):
+                    last_first = "student" + "".join(chr(97 + int(d)) for d in f"{i:03d}")   # letters only
+                    z.write(nb, f"{last_first}_{1000 + i}_{9000 + i}_{nb.name}")
+    return zips
+
+
+def rows_term(students: int | None = None, rounds: int | None = None) -> list[tuple]:
+    """A whole term: ``students`` (PM_BENCH_TERM_STUDENTS, default 60) x every assignment, from
+    Canvas zips through ``pm-course collect`` and ``grade`` at JOBS=1 and JOBS=cores, beside
+    nbgrader's CLI on the same notebooks (its own layout, one autograde per assignment)."""
+    students = students or int(os.environ.get("PM_BENCH_TERM_STUDENTS", "60"))
+    rounds = rounds or int(os.environ.get("PM_BENCH_TERM_ROUNDS", "1"))
+    cores = os.cpu_count() or 1
+    assignments = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
+    tmp = Path(tempfile.mkdtemp(prefix="pm-bench-term-"))
+    course_cmd = [sys.executable, "-m", "pm_course"]
+    try:
+        template = tmp / "template"
+        subprocess.run([*course_cmd, "assignments"], cwd=ROOT, env=dict(os.environ, PM_COURSE_DIR=str(template)),
+                       check=True, capture_output=True)
+        n = make_class(tmp / "class", template, students, assignments)
+        zips = canvas_zips(tmp / "canvas", tmp / "class")
+
+        cli = nbgrader_cli(tmp / "class", assignments)
+
+        def term(jobs):
+            def run(course):
+                seconds, peak, ok = run_measured(
+                    [[*course_cmd, "collect", "--from", "canvas", str(zips[a]), "--assignment", a]
+                     for a in assignments] + [[*course_cmd, "grade", "--jobs", str(jobs)]],
+                    dict(os.environ, PM_COURSE_DIR=str(course)))
+                with open(course / "grades.csv") as f:   # every notebook collected and graded
+                    graded = sum(row["status"] == "graded" for row in csv.DictReader(f))
+                return seconds, peak, ok and graded == n
+            return run
+
+        runs = race({"cli": cli, 1: term(1), cores: term(cores)}, template, tmp, rounds)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    rate = {key: statistics.median(n / r[0] * 60 for r in rs) for key, rs in runs.items()}
+    wall = {key: statistics.median(r[0] for r in rs) for key, rs in runs.items()}
+    ok = {key: all(r[2] for r in rs) for key, rs in runs.items()}
+    case = f"term: {students}x{len(assignments)} notebooks via Canvas, {rounds} round(s)"
+
+    def detail(key):
+        return f"{rate[key]:.1f} notebooks/min, the term in {wall[key] / 60:.1f} min, ok={ok[key]}"
+
+    return [
+        (case, "nbgrader CLI notebooks/min", 1.0, "reference (grading only)", detail("cli")),
+        (case, "collect+grade JOBS=1 / CLI", rate[1] / rate["cli"], "notebooks/min ratio", detail(1)),
+        (case, f"collect+grade JOBS={cores} / CLI", rate[cores] / rate["cli"], "notebooks/min ratio", detail(cores)),
     ]

@@ -260,13 +260,15 @@ def main():
         return gpt2_copying_child()
     quick = "--quick" in sys.argv
     print(f"machine: {os.cpu_count()} cores, BLAS threads {blas_threads()}, numpy {np.__version__}")
-    from grading import rows_grading
+    from grading import rows_grading, rows_term
 
     if "--grading" in sys.argv:  # only the grading rows
         rows = rows_grading()
+    elif "--term" in sys.argv:   # only a whole term through the Canvas path
+        rows = rows_term()
     else:
         rows = (rows_forms_and_torch() + rows_widgets() + rows_gpt2_copying()
-                + ([] if quick else rows_build() + rows_grading()))
+                + ([] if quick else rows_build() + rows_grading() + rows_term()))
     width = max(len(r[0]) for r in rows)
     print(f"{'case':<{width}}  {'measure':<28} {'ratio':>7}  {'note':<44} detail")
     for case, measure, ratio, note, detail in rows:
