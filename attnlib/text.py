@@ -16,6 +16,14 @@ token (bigram statistics) plus, per head, terms that depend on the current
 token (through the pattern) and on one earlier token (through the message).
 Elhage et al. (2021) read the latter as **skip-trigrams** ``source … query →
 output``: :func:`skip_trigrams` lists the strongest of them from the weights.
+
+Examples
+--------
+>>> from attnlib.model import load
+>>> m = load("plays_1l")
+>>> tokens, targets = heldout_windows(m, max_windows=2)
+>>> tokens.shape, bool((tokens[:, 1:] == targets[:, :-1]).all()), m.decode(tokens[0, :4])
+((2, 128), True, 'Henry IV')
 """
 from __future__ import annotations
 
