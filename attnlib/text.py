@@ -221,11 +221,12 @@ def measure(model, max_windows=None) -> dict:
     tokens, targets = heldout_windows(model, max_windows)
     out = {"heldout_windows": int(len(tokens)), "heldout_tokens": int(targets.size)}
     out["heldout_loss"] = loss(model, tokens, targets)
-    out.update({f"{k}_loss" if k != "bigram_alpha" else k: v for k, v in ngram_losses(model, tokens, targets).items()})
-    scores = [copying_scores(model, l) for l in range(model.n_layers)]
-    out["copying_scores"] = {f"L{l}H{i}": float(v) for l, sc in enumerate(scores) for i, v in enumerate(sc)}
-    positive = sum(int((s > 0).sum()) for s in scores)
-    total = sum(len(s) for s in scores)
+    base = ngram_losses(model, tokens, targets)
+    out.update(unigram_loss=base["unigram"], bigram_loss=base["bigram"], bigram_alpha=base["bigram_alpha"])
+    scores = np.concatenate([copying_scores(model, l) for l in range(model.n_layers)])  # (n_layers * n_heads,)
+    out["copying_scores"] = {f"L{l}H{i}": float(scores[l * model.layers[0].n_heads + i])
+                             for l, w in enumerate(model.layers) for i in range(w.n_heads)}
+    positive, total = int((scores > 0).sum()), len(scores)
     out["positive_copying_heads"] = positive
     out["summary"] = (f"held-out loss {out['heldout_loss']:.3f} nats/token (bigram {out['bigram_loss']:.3f},"
                       f" unigram {out['unigram_loss']:.3f}); {positive} of {total} heads copy (score > 0)")
