@@ -189,6 +189,9 @@ MODEL_THREADS ?= 1
 model: $(STAMP)
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0 \
 	    || { echo "PyTorch is needed to train: pip install torch==2.13.0"; exit 1; }
+	@# The models of text train their tokenizer first (the merges it learns depend on its version).
+	@$(BIN)/python -c "import tokenizers" 2>/dev/null || $(BIN)/python -m pip install -q tokenizers==0.23.3 \
+	    || { echo "tokenizers is needed to train the models of text: pip install tokenizers==0.23.3"; exit 1; }
 	$(BIN)/python scripts/train_model.py --threads $(MODEL_THREADS) $(MODELS)
 
 # Re-execute the notebooks and store their outputs (what nbval compares).

@@ -1,4 +1,4 @@
-"""Small attention-only transformers, trained by this project and read with numpy (chapters 10-13).
+"""Small attention-only transformers, trained by this project and read with numpy (chapters 10-14).
 
 A model is token and position embeddings, a stack of causal multi-head
 attention layers that *add* to the residual stream, and an unembedding::
@@ -8,7 +8,12 @@ attention layers that *add* to the residual stream, and an unembedding::
     logits = x_L W_U                                    # (T, vocab)
 
 No LayerNorm, no MLP, no biases: every head's contribution is one term of a
-sum, which is what makes the model readable head by head. The shipped
+sum, which is what makes the model readable head by head. A model may
+start every sequence with a BOS token (``card["bos"]``), use fixed
+sinusoidal positions (:func:`sinusoidal_positions`, recomputed rather than
+stored) and, if trained on text, carry its tokenizer
+(:class:`attnlib.tokenizer.BPE`: :meth:`Model.encode`, :meth:`Model.decode`)
+and the corpus statistics its card was measured on (``Model.corpus``). The shipped
 models live in ``attnlib/models/`` as ``NAME.npz`` (the weights) and
 ``NAME.json`` (the model card: task, data, training settings, the weights'
 SHA-256 and the measured metrics); ``scripts/train_model.py`` made them.
@@ -32,6 +37,7 @@ import numpy as np
 
 from ._checks import as_float_array, check_finite
 from .attention import attention_pattern
+from .tokenizer import BPE
 from .weights import Weights, check_weights
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -49,6 +55,32 @@ class Trace(NamedTuple):
     writes: list  #: per layer, (..., n_heads, T, d_model): each head's term of the sum
     residual: np.ndarray  #: (n_layers + 1, ..., T, d_model): the stream before layer 0, after each layer
     logits: np.ndarray  #: (..., T, vocab)
+
+
+def sinusoidal_positions(n_ctx: int, d_model: int, scale: float = 1.0) -> np.ndarray:
+    """Fixed position embeddings (Vaswani et al.), each row of norm ``scale``.
+
+    Row ``t`` holds ``sin(t ω_k)`` and ``cos(t ω_k)`` for ``ω_k = 10000^(-2k/d_model)``,
+    ``k = 0 .. d_model/2 - 1`` (sines in the first half, cosines in the second),
+    divided by ``√(d_model/2)`` and multiplied by ``scale``. Computed in float64
+    and rounded to float32, so training and reading get the same numbers.
+
+    Returns
+    -------
+    (n_ctx, d_model) ndarray of float32
+
+    Examples
+    --------
+    >>> P = sinusoidal_positions(16, 8, scale=3.0)
+    >>> P.shape, np.linalg.norm(P, axis=1).round(4).max()
+    ((16, 8), np.float32(3.0))
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sines and cosines, got {d_model}")
+    t = np.arange(n_ctx)[:, None]  # (n_ctx, 1)
+    omega = 10000.0 ** (-2 * np.arange(d_model // 2) / d_model)  # (d_model / 2,)
+    P = np.concatenate([np.sin(t * omega), np.cos(t * omega)], axis=1)  # (n_ctx, d_model)
+    return (P * (scale / np.sqrt(d_model / 2))).astype(np.float32)
 
 
 def weights_sha256(arrays: dict) -> str:
@@ -86,6 +118,11 @@ class Model:
         One causal multi-head attention layer each (scale ``1/√d_head``).
     card : dict
         The model card (see :func:`load`); ``{}`` for a model built by hand.
+    tokenizer : BPE, optional
+        For a model of text: turns text into token ids and back.
+    corpus : dict of str to ndarray, optional
+        For a model of text: the corpus statistics its card is measured on
+        (e.g. held-out token ids, training bigram counts), read-only.
     """
 
     W_E: np.ndarray
@@ -93,6 +130,8 @@ class Model:
     W_U: np.ndarray
     layers: tuple
     card: dict
+    tokenizer: BPE | None = None
+    corpus: dict | None = None
 
     def __post_init__(self):
         arrays = {}
@@ -122,6 +161,16 @@ class Model:
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
         object.__setattr__(self, "layers", tuple(w.astype(dtype) for w in layers))
+        if self.tokenizer is not None:
+            if not isinstance(self.tokenizer, BPE):
+                raise TypeError(f"tokenizer must be an attnlib.tokenizer.BPE, got {type(self.tokenizer).__name__}")
+            if len(self.tokenizer) != vocab:
+                raise ValueError(f"the tokenizer has {len(self.tokenizer)} tokens but W_E has {vocab} rows")
+        corpus = {}
+        for k, v in (self.corpus or {}).items():
+            corpus[k] = np.array(v)
+            corpus[k].setflags(write=False)
+        object.__setattr__(self, "corpus", corpus)
 
     # --- sizes ---------------------------------------------------------------
     @property
@@ -146,10 +195,38 @@ class Model:
         return self.W_E.dtype
 
     @property
+    def bos(self):
+        """The id of the token every sequence starts with, or None."""
+        return self.card.get("bos")
+
+    @property
     def token_names(self) -> list:
-        """A printable name per token id: the id itself, or ``BOS``."""
-        bos = self.card.get("bos")
-        return ["BOS" if i == bos else str(i) for i in range(self.vocab)]
+        """A printable name per token id: its text (newline ``⏎``) for a model of text, else the id; ``BOS``."""
+        names = self.tokenizer.token_names if self.tokenizer is not None else [str(i) for i in range(self.vocab)]
+        return ["BOS" if i == self.bos else n for i, n in enumerate(names)]
+
+    def encode(self, text: str, bos: bool = True) -> np.ndarray:
+        """Token ids of ``text``, after the BOS token (if the model has one and ``bos``).
+
+        Returns
+        -------
+        (n_tokens,) ndarray of int64
+        """
+        if self.tokenizer is None:
+            raise ValueError(f"model {self.card.get('name', 'unnamed')!r} was not trained on text: it has no tokenizer")
+        ids = self.tokenizer.encode(text)
+        if bos and self.bos is not None:
+            ids = np.concatenate([[self.bos], ids]).astype(np.int64)
+        return ids
+
+    def decode(self, ids) -> str:
+        """The text of token ids (BOS tokens left out): ``decode(encode(text)) == text``."""
+        if self.tokenizer is None:
+            raise ValueError(f"model {self.card.get('name', 'unnamed')!r} was not trained on text: it has no tokenizer")
+        ids = np.asarray(ids)
+        if ids.ndim == 1 and self.bos is not None:
+            ids = ids[ids != self.bos]
+        return self.tokenizer.decode(ids)
 
     def __repr__(self) -> str:
         name = self.card.get("name", "unnamed")
@@ -160,13 +237,21 @@ class Model:
     def astype(self, dtype) -> "Model":
         """The same model in another floating dtype."""
         return Model(self.W_E.astype(dtype), self.W_pos.astype(dtype), self.W_U.astype(dtype),
-                     [w.astype(dtype) for w in self.layers], self.card)
+                     [w.astype(dtype) for w in self.layers], self.card, self.tokenizer, self.corpus)
 
     def arrays(self) -> dict:
-        """The weights by name, as stored in a model file (``L0.W_Q``, ...)."""
-        out = {"W_E": self.W_E, "W_pos": self.W_pos, "W_U": self.W_U}
+        """Everything a model file stores, by name: ``W_E``, ``L0.W_Q``, ..., ``tokenizer.*``, ``corpus.*``.
+
+        Fixed sinusoidal positions (``card["positions"]``) are left out: :func:`load` recomputes them.
+        """
+        out = {"W_E": self.W_E, "W_U": self.W_U}
+        if self.card.get("positions", {}).get("kind") != "sinusoidal":
+            out["W_pos"] = self.W_pos
         for l, w in enumerate(self.layers):
             out.update({f"L{l}.{k}": getattr(w, k) for k in ("W_Q", "W_K", "W_V", "W_O")})
+        if self.tokenizer is not None:
+            out.update(self.tokenizer.arrays())
+        out.update({f"corpus.{k}": v for k, v in self.corpus.items()})
         return out
 
     # --- running it ------------------------------------------------------------
@@ -266,7 +351,8 @@ class Model:
         path = Path(path).with_suffix("")
         arrays = self.arrays()
         card = {**self.card, "sha256": weights_sha256(arrays)}
-        np.savez(path.with_suffix(".npz"), **arrays)
+        save = np.savez_compressed if self.tokenizer is not None else np.savez
+        save(path.with_suffix(".npz"), **arrays)
         path.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n")
         return path.with_suffix(".npz")
 
@@ -319,4 +405,11 @@ def load(name, dtype=np.float64) -> Model:
     n_heads = card["n_heads"]
     layers = [Weights(*(arrays[f"L{l}.{k}"] for k in ("W_Q", "W_K", "W_V", "W_O")), n_heads)
               for l in range(card["n_layers"])]
-    return Model(arrays["W_E"], arrays["W_pos"], arrays["W_U"], layers, card).astype(dtype)
+    positions = card.get("positions", {"kind": "learned"})
+    if positions["kind"] == "sinusoidal":
+        W_pos = sinusoidal_positions(card["n_ctx"], card["d_model"], positions["scale"])
+    else:
+        W_pos = arrays["W_pos"]
+    tokenizer = BPE.from_arrays(arrays) if "tokenizer.vocab" in arrays else None
+    corpus = {k.removeprefix("corpus."): v for k, v in arrays.items() if k.startswith("corpus.")}
+    return Model(arrays["W_E"], W_pos, arrays["W_U"], layers, card, tokenizer, corpus).astype(dtype)

@@ -6,6 +6,10 @@
     python scripts/train_model.py --check         # each model's 30-step checksum (as in its card)
     python scripts/train_model.py copy_back --steps 30 --out /tmp/m   # a short run elsewhere
 
+The models of text (task "text") read Shakespeare's plays through
+scripts/corpus.py, which also trains their tokenizer (the tokenizers package,
+needed here like torch and nowhere else).
+
 PyTorch (CPU) is needed here and nowhere else: ``pip install torch==2.13.0``.
 The book, attnlib and ``make test`` read the written ``.npz`` files with numpy.
 
@@ -42,8 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CPU_PIN = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 
 import attnlib  # noqa: E402
-from attnlib import metrics, tasks  # noqa: E402
-from attnlib.model import MODELS, Model, weights_sha256  # noqa: E402
+from attnlib import metrics, tasks, text  # noqa: E402
+from attnlib.model import MODELS, Model, sinusoidal_positions, weights_sha256  # noqa: E402
 
 # Every shipped model: its task (a generator in attnlib.tasks, with options),
 # its shape and how it is trained. Changing a line here and running
@@ -67,6 +71,12 @@ CONFIGS = {
         description="One marked token among plain ones; from it on, predict it: a content-based pattern.",
         task="copy_marked", data=dict(plain=30, marked=10, T=24),
         n_layers=1, n_heads=1, d_model=32, d_head=32, steps=1500, batch=64, lr=1e-3, seed=0),
+    "plays_1l": dict(
+        description="Shakespeare's plays (every 10th held out), BPE of 2,048 tokens, windows of 127 tokens "
+                    "after a BOS token: one layer of eight heads, read as skip-trigrams.",
+        task="text", data=dict(vocab_size=2048, T=128),
+        positions=dict(kind="sinusoidal", scale=1.0),
+        n_layers=1, n_heads=8, d_model=128, d_head=16, steps=4000, batch=8, lr=3e-3, seed=0),
 }
 EVAL = dict(n=2000, seed=12345)  # the card's metrics: fresh sequences, never trained on
 OPTIMISER = dict(name="AdamW", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -74,6 +84,8 @@ OPTIMISER = dict(name="AdamW", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 
 def vocab_of(cfg) -> int:
     d = cfg["data"]
+    if cfg["task"] == "text":
+        return d["vocab_size"]
     if cfg["task"] == "induction":
         return d["vocab"] + 1  # and BOS
     if cfg["task"] == "copy_marked":
@@ -88,14 +100,18 @@ def n_ctx_of(cfg) -> int:
 class AttnOnly:
     """The model of attnlib.model, in torch: same parameters, same arithmetic."""
 
-    def __init__(self, torch, vocab, n_ctx, n_layers, n_heads, d_model, d_head):
+    def __init__(self, torch, vocab, n_ctx, n_layers, n_heads, d_model, d_head, positions=None):
         def param(*shape, std):
             return torch.nn.Parameter(torch.randn(*shape) * std)
 
         self.torch, self.n_heads, self.d_head = torch, n_heads, d_head
         width = n_heads * d_head
         self.W_E = param(vocab, d_model, std=1 / math.sqrt(d_model))
-        self.W_pos = param(n_ctx, d_model, std=1 / math.sqrt(d_model))
+        self.fixed_positions = positions is not None and positions["kind"] == "sinusoidal"
+        if self.fixed_positions:  # frozen, and recomputed by attnlib.model.load rather than stored
+            self.W_pos = torch.from_numpy(sinusoidal_positions(n_ctx, d_model, positions["scale"]))
+        else:
+            self.W_pos = param(n_ctx, d_model, std=1 / math.sqrt(d_model))
         self.layers = [{k: param(d_model, width, std=1 / math.sqrt(d_model)) for k in ("W_Q", "W_K", "W_V")}
                        for _ in range(n_layers)]
         for layer in self.layers:
@@ -103,7 +119,8 @@ class AttnOnly:
         self.W_U = param(d_model, vocab, std=1 / math.sqrt(d_model))
 
     def parameters(self):
-        return [self.W_E, self.W_pos, *(l[k] for l in self.layers for k in ("W_Q", "W_K", "W_V", "W_O")), self.W_U]
+        pos = [] if self.fixed_positions else [self.W_pos]
+        return [self.W_E, *pos, *(l[k] for l in self.layers for k in ("W_Q", "W_K", "W_V", "W_O")), self.W_U]
 
     def forward(self, tokens):
         torch = self.torch
@@ -119,13 +136,58 @@ class AttnOnly:
             x = x + z @ layer["W_O"]
         return x @ self.W_U  # (B, T, vocab)
 
-    def to_numpy(self, card) -> Model:
+    def to_numpy(self, card, tokenizer=None, corpus=None) -> Model:
         def arr(p):
             return p.detach().numpy().astype(np.float32).copy()
 
         layers = [attnlib.Weights(*(arr(l[k]) for k in ("W_Q", "W_K", "W_V", "W_O")), self.n_heads)
                   for l in self.layers]
-        return Model(arr(self.W_E), arr(self.W_pos), arr(self.W_U), layers, card)
+        return Model(arr(self.W_E), arr(self.W_pos), arr(self.W_U), layers, card, tokenizer, corpus)
+
+
+def text_data(cfg) -> dict:
+    """The corpus of a text model: its tokenizer, training stream and the statistics its card ships."""
+    import corpus
+
+    bpe = corpus.train_tokenizer(cfg["data"]["vocab_size"])
+    parts = corpus.split()
+    train_ids, heldout_ids = corpus.tokens(bpe, parts["train"]), corpus.tokens(bpe, parts["heldout"])
+    counts = corpus.bigram_counts(train_ids, len(bpe))
+    a, b = np.nonzero(counts)
+    stream = np.concatenate(train_ids).astype(np.int64)
+    return {
+        "bpe": bpe, "stream": stream, "bos": bpe.ids[corpus.BOS],
+        "corpus": {"heldout": np.concatenate(heldout_ids), "heldout_lengths": np.array([len(h) for h in heldout_ids]),
+                   "unigram": np.bincount(stream, minlength=len(bpe)),
+                   "bigrams": np.stack([a, b, counts[a, b]], axis=1).astype(np.uint32)},
+        "card": {"corpus": {**corpus.WHEEL, "held_out": f"every {corpus.HELD_OUT_EVERY}th play in path order: "
+                            + ", ".join(Path(n).stem for n in corpus.heldout_names()),
+                            "markup": "headings, bold, italics and escapes stripped (scripts/corpus.py)",
+                            "train_tokens": int(len(stream)), "heldout_tokens": int(sum(map(len, heldout_ids))),
+                            "train_characters": sum(map(len, parts["train"])),
+                            "heldout_characters": sum(map(len, parts["heldout"]))},
+                 "tokenizer": {"kind": "BPE", "vocab_size": len(bpe), "merges": len(bpe.merges),
+                               "pattern": corpus.PATTERN, "special": [corpus.UNK, corpus.BOS],
+                               "trained_with": f"tokenizers {_version('tokenizers')} on the training plays",
+                               "read_with": "attnlib.tokenizer.BPE (vocabulary and merges in the .npz)"}},
+    }
+
+
+def _version(package):
+    from importlib.metadata import version
+    return version(package)
+
+
+def text_batches(data):
+    """Training windows of a text model: ``BOS`` then ``T - 1`` tokens from a random place, every position scored."""
+    stream, bos = data["stream"], data["bos"]
+
+    def make_batch(n, rng, T, **_):
+        starts = rng.integers(0, len(stream) - T + 1, size=n)
+        targets = stream[starts[:, None] + np.arange(T)]  # (n, T): x_0 .. x_{T-1}
+        tokens = np.concatenate([np.full((n, 1), bos), targets[:, :-1]], axis=1)  # BOS, x_0 .. x_{T-2}
+        return tasks.Batch(tokens, targets, {})
+    return make_batch
 
 
 def setup_torch(threads: int):
@@ -152,17 +214,24 @@ def pinned_env(env=None) -> dict:
 CHECK_STEPS = 30  # the short run whose checksum the card records (tests/test_model.py repeats it)
 
 
-def fit(name: str, threads: int, steps: int, quiet=True):
-    """Train one model from its config and seed: (torch model, seconds). Nothing is written."""
+def fit(name: str, threads: int, steps: int, quiet=True, data=None):
+    """Train one model from its config and seed: (torch model, seconds). Nothing is written.
+
+    ``data`` is a text model's :func:`text_data` (made here if not given).
+    """
     cfg = CONFIGS[name]
     torch = setup_torch(threads)
+    if cfg["task"] == "text":
+        make_batch = text_batches(data or text_data(cfg))
+    else:
+        make_batch = tasks.TASKS[cfg["task"]]
     torch.manual_seed(cfg["seed"])
     data_rng = np.random.default_rng(cfg["seed"])
     vocab = vocab_of(cfg)
-    net = AttnOnly(torch, vocab, n_ctx_of(cfg), cfg["n_layers"], cfg["n_heads"], cfg["d_model"], cfg["d_head"])
+    net = AttnOnly(torch, vocab, n_ctx_of(cfg), cfg["n_layers"], cfg["n_heads"], cfg["d_model"], cfg["d_head"],
+                   cfg.get("positions"))
     opt = torch.optim.AdamW(net.parameters(), lr=cfg["lr"], betas=OPTIMISER["betas"], eps=OPTIMISER["eps"],
                             weight_decay=OPTIMISER["weight_decay"])
-    make_batch = tasks.TASKS[cfg["task"]]
     start = time.perf_counter()
     for step in range(1, steps + 1):
         batch = make_batch(cfg["batch"], data_rng, **cfg["data"])
@@ -184,11 +253,13 @@ def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MOD
 
     cfg = CONFIGS[name]
     steps = cfg["steps"] if steps is None else steps
-    net, seconds = fit(name, threads, steps, quiet)
+    data = text_data(cfg) if cfg["task"] == "text" else None
+    net, seconds = fit(name, threads, steps, quiet, data)
     card = {
         "name": name, "description": cfg["description"],
         "task": cfg["task"], "data": cfg["data"], "vocab": vocab_of(cfg), "n_ctx": n_ctx_of(cfg),
-        "bos": cfg["data"]["vocab"] if cfg["task"] == "induction" else None,
+        "bos": cfg["data"]["vocab"] if cfg["task"] == "induction" else data["bos"] if data else None,
+        "positions": cfg.get("positions") or {"kind": "learned"},
         "n_layers": cfg["n_layers"], "n_heads": cfg["n_heads"], "d_model": cfg["d_model"], "d_head": cfg["d_head"],
         "architecture": "attention only: token + position embeddings, causal attention layers added to the "
                         "residual stream, unembedding; no LayerNorm, MLP or biases; scores scaled by 1/sqrt(d_head)",
@@ -202,13 +273,21 @@ def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MOD
         "script": "scripts/train_model.py", "retrain": f"make model MODELS={name}",
         "eval": EVAL,
     }
-    model = net.to_numpy(card)
-    card["metrics"] = metrics.measure(model.astype(np.float64), **EVAL)
+    if data:
+        card.update(data["card"])
+        card["eval"] = "every held-out window (attnlib.text.measure)"
+        card["loss"] = "cross-entropy on every position of random training windows"
+        model = net.to_numpy(card, data["bpe"], data["corpus"])
+        card["metrics"] = text.measure(model.astype(np.float64))
+    else:
+        model = net.to_numpy(card)
+        card["metrics"] = metrics.measure(model.astype(np.float64), **EVAL)
     if steps == cfg["steps"]:  # a checksum a test can reproduce in a second
-        short, _ = fit(name, threads, CHECK_STEPS)
+        short, _ = fit(name, threads, CHECK_STEPS, data=data)
         card["check"] = {"steps": CHECK_STEPS, "threads": threads, "torch": torch.__version__,
-                         "sha256": weights_sha256(short.to_numpy({}).arrays())}
-    model = Model(model.W_E, model.W_pos, model.W_U, model.layers, card)
+                         "sha256": weights_sha256(short.to_numpy({"positions": card["positions"]}).arrays())}
+    model = Model(model.W_E, model.W_pos, model.W_U, model.layers, card, model.tokenizer, model.corpus)
+    Path(out).mkdir(parents=True, exist_ok=True)
     path = model.save(Path(out) / name)
     if not quiet:
         print(f"  {name}: wrote {path} ({seconds:.0f} s of training); metrics: {card['metrics']['summary']}")
@@ -237,7 +316,8 @@ def main(argv=None):
     if args.check:
         for name in args.names or CONFIGS:
             net, _ = fit(name, args.threads, CHECK_STEPS)
-            print(name, weights_sha256(net.to_numpy({}).arrays()))
+            positions = CONFIGS[name].get("positions", {"kind": "learned"})
+            print(name, weights_sha256(net.to_numpy({"positions": positions}).arrays()))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.names or CONFIGS:

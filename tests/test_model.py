@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import attnlib
-from attnlib import circuits, metrics, tasks
+from attnlib import circuits, metrics, tasks, text
 from attnlib.model import MODELS, Model, available, load, weights_sha256
 
 from reference import ref_softmax
@@ -41,8 +41,16 @@ def loop_forward(model, tokens):
     return x @ model.W_U
 
 
-def test_the_four_models_are_shipped_with_cards():
-    assert NAMES == ["copy_back", "copy_marked", "induction", "induction_plain"]
+def sample(model, n, seed, T=None):
+    """n sequences of the model's own kind: its task's, or held-out windows of its text (cut to T tokens)."""
+    if model.card["task"] == "text":
+        tokens, _ = text.heldout_windows(model)
+        return tokens[np.random.default_rng(seed).choice(len(tokens), n, replace=False), :T]
+    return tasks.TASKS[model.card["task"]](n, seed, **model.card["data"]).tokens
+
+
+def test_the_models_are_shipped_with_cards():
+    assert NAMES == ["copy_back", "copy_marked", "induction", "induction_plain", "plays_1l"]
     for name in NAMES:
         card = json.loads((MODELS / f"{name}.json").read_text())
         for key in ("task", "data", "vocab", "n_ctx", "bos", "seed", "steps", "optimiser", "torch", "threads",
@@ -53,7 +61,7 @@ def test_the_four_models_are_shipped_with_cards():
 @pytest.mark.parametrize("name", NAMES)
 def test_forward_equals_a_plain_loop(name):
     model = load(name)
-    tokens = tasks.TASKS[model.card["task"]](1, 7, **model.card["data"]).tokens[0]
+    tokens = sample(model, 1, 7, T=40)[0]
     got = model.forward(tokens)
     assert got.shape == (len(tokens), model.vocab)
     np.testing.assert_allclose(got, loop_forward(model, tokens), rtol=0, atol=1e-10)
@@ -78,7 +86,7 @@ def test_the_stream_is_the_embedding_plus_every_heads_write_and_ablation_drops_o
 def test_the_cards_metrics_are_what_the_shipped_weights_give(name):
     model = load(name)
     card = model.card
-    again = metrics.measure(model, **card["eval"])
+    again = text.measure(model) if card["task"] == "text" else metrics.measure(model, **card["eval"])
 
     def same(a, b, where):
         if isinstance(a, dict):
@@ -176,6 +184,16 @@ def _torch():
     return pytest.importorskip("torch", reason="PyTorch is optional (make model installs it)")
 
 
+def _text_corpus_at_hand() -> bool:
+    """tokenizers installed and the corpus wheel in its cache (tests never download it)."""
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        return False
+    import corpus
+    return (corpus.cache_dir() / corpus.WHEEL["file"]).exists()
+
+
 def _train_module():
     """scripts/train_model.py, loaded from its file (a script, not a package)."""
     import importlib.util
@@ -193,13 +211,16 @@ def test_forward_equals_the_training_scripts_forward(name):
     model = load(name, dtype=np.float32)
     cfg = train_model.CONFIGS[name]
     net = train_model.AttnOnly(torch, model.vocab, model.n_ctx, cfg["n_layers"], cfg["n_heads"], cfg["d_model"],
-                               cfg["d_head"])
+                               cfg["d_head"], cfg.get("positions"))
+    if net.fixed_positions:  # not a parameter: what the loader recomputed must be what training used
+        assert np.array_equal(net.W_pos.numpy(), model.W_pos)
+    pos = [] if net.fixed_positions else [model.W_pos]
     with torch.no_grad():
-        for p, arr in zip(net.parameters(), [model.W_E, model.W_pos,
+        for p, arr in zip(net.parameters(), [model.W_E, *pos,
                                              *(getattr(w, k) for w in model.layers for k in ("W_Q", "W_K", "W_V", "W_O")),
-                                             model.W_U]):
+                                             model.W_U], strict=True):
             p.copy_(torch.from_numpy(np.array(arr)))
-        tokens = tasks.TASKS[model.card["task"]](8, 3, **model.card["data"]).tokens
+        tokens = sample(model, 8, 3)
         theirs = net.forward(torch.from_numpy(tokens)).numpy()
     ours = model.forward(tokens)
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
@@ -207,14 +228,17 @@ def test_forward_equals_the_training_scripts_forward(name):
 
 def test_a_short_training_run_reproduces_its_committed_checksum():
     torch = _torch()
-    cards = {name: load(name).card for name in NAMES}
+    names = NAMES
+    if not _text_corpus_at_hand():  # a text model's run builds its corpus and tokenizer first
+        names = [n for n in NAMES if load(n).card["task"] != "text"]
+    cards = {name: load(name).card for name in names}
     for name, card in cards.items():
         if card["check"]["torch"] != torch.__version__:
             pytest.skip(f"the checksum of {name} was made with torch {card['check']['torch']}")
         assert card["check"]["threads"] == 1, name
     # Its own process: the CPU pin must be in place before torch first runs (see the script).
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_model.py"), "--check", *NAMES],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_model.py"), "--check", *names],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = dict(line.split() for line in proc.stdout.splitlines())
     assert got == {name: card["check"]["sha256"] for name, card in cards.items()}
