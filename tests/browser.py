@@ -52,3 +52,22 @@ def chrome(profile: Path, size: str, *flags: str, logs: bool = False):
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(60)
     return driver
+
+
+def typeset_offline(driver, page: Path) -> tuple[object, int]:
+    """Open ``page`` with the network off and wait for MathJax: (True or why not, how many
+    formulas it typeset)."""
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    driver.set_script_timeout(30)
+    driver.get(page.as_uri())
+    typeset = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const wait = (n) => {
+            if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+                MathJax.startup.promise.then(() => done(true), (e) => done(String(e)));
+            } else if (n > 200) { done('MathJax never loaded'); } else { setTimeout(() => wait(n + 1), 50); }
+        };
+        wait(0);""")
+    return typeset, driver.execute_script("return document.querySelectorAll('mjx-container').length")

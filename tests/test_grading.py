@@ -237,21 +237,9 @@ def test_feedback_pages_typeset_maths_offline(graded, tmp_path):
     page = course / "feedback" / "fay_warns" / NAME / NOTEBOOK.replace(".ipynb", ".html")
     driver = browser.chrome(tmp_path, "1100,1900", "--force-prefers-color-scheme=light")
     try:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
-            "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
-        driver.set_script_timeout(30)
-        driver.get(page.as_uri())
-        typeset = driver.execute_async_script("""
-            const done = arguments[arguments.length - 1];
-            const wait = (n) => {
-                if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-                    MathJax.startup.promise.then(() => done(true), (e) => done(String(e)));
-                } else if (n > 200) { done('MathJax never loaded'); } else { setTimeout(() => wait(n + 1), 50); }
-            };
-            wait(0);""")
+        typeset, formulas = browser.typeset_offline(driver, page)
         assert typeset is True, typeset
-        assert driver.execute_script("return document.querySelectorAll('mjx-container').length") > 5
+        assert formulas > 5
         shots = ROOT / "_build" / "screenshots"
         shots.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(shots / "feedback-fay_warns.png"))

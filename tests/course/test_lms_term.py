@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 
+import browser
 import pytest
 
 from conftest import (CANVAS_COLUMNS, MOODLE_COLUMNS, canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip,
@@ -93,6 +94,26 @@ def test_feedback_is_packed_as_each_lms_takes_it(term):
         assert "mathjax/tex-svg.js" in names
         html = z.read("José Núñez_201_assignsubmission_file_/subspace.html").decode()
         assert 'src="../mathjax/tex-svg.js"' in html  # where the zip's copy is, one folder up
+
+
+
+@browser.required("the packed feedback's browser test", browser.missing())
+def test_packed_feedback_typesets_its_maths_offline(term, tmp_path):
+    """Where a student opens them: a Canvas folder, and the Moodle zip unpacked."""
+    tmp, env, *_ = term
+    out = tmp / "packed"
+    assert run(env, "feedback", "-o", out).returncode == 0
+    with zipfile.ZipFile(out / "feedback-moodle-03_subspace.zip") as z:
+        z.extractall(tmp_path / "moodle")
+    pages = [out / "feedback-canvas" / "03_subspace" / "101" / "subspace.html",
+             tmp_path / "moodle" / "José Núñez_201_assignsubmission_file_" / "subspace.html"]
+    driver = browser.chrome(tmp_path / "profile", "1100,1400")
+    try:
+        for page in pages:
+            typeset, formulas = browser.typeset_offline(driver, page)
+            assert typeset is True and formulas > 5, (page, typeset, formulas)
+    finally:
+        driver.quit()
 
 
 def test_regrading_one_student_keeps_the_others_and_a_changed_source_is_released_again(term, two_assignments):
