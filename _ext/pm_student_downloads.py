@@ -7,6 +7,10 @@ exercise's copy there is replaced by the student version, the one
 ``make exercises`` writes (pm_course/student.py). The pages themselves are not
 touched: they keep their solutions folded.
 
+The launch buttons (Binder, Colab) of those pages would open the repository's
+copy, the instructor's, so the pages do not show them: the download button is
+the way to a blank notebook there.
+
 ``pm_student_downloads`` lists the docname patterns of the exercise pages
 (the course edition, whose exercises are student versions already, sets none).
 """
@@ -41,7 +45,14 @@ def _student_downloads(app, exception):
     logger.info(f"download buttons: student versions of {len(docs)} exercise notebooks")
 
 
+def _no_launch_buttons(app, pagename, templatename, context, doctree):
+    """Exercise pages lose the theme's launch group, which points at the instructor's notebook."""
+    if any(fnmatch.fnmatch(pagename, p) for p in app.config.pm_student_downloads) and "header_buttons" in context:
+        context["header_buttons"] = [b for b in context["header_buttons"] if b.get("label") != "launch-buttons"]
+
+
 def setup(app):
     app.add_config_value("pm_student_downloads", ["exercises/*"], "html")
     app.connect("build-finished", _student_downloads)
+    app.connect("html-page-context", _no_launch_buttons, priority=502)   # after the theme adds them (501)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

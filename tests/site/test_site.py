@@ -162,6 +162,14 @@ def test_an_exercise_page_downloads_the_student_version(page):
     source = ROOT / Path(page).with_suffix(".ipynb")
     assert download.is_file() and source.is_file(), (download, source)
     assert not problems(download, source), f"{page}: the downloaded notebook: {problems(download, source)}"
+    # the launch buttons would open the repository's copy, the instructor's: an exercise page has none
+    assert not re.search(r"mybinder\.org|colab\.research\.google\.com", html), f"{page} links to Binder or Colab"
+
+
+def test_a_chapter_page_keeps_its_launch_buttons():
+    """Only exercise pages lose them (so the test above is not passing for want of any)."""
+    html = (SITE / "chapters" / "01_attention.html").read_text(encoding="utf-8")
+    assert re.search(r"mybinder\.org", html) and re.search(r"colab\.research\.google\.com", html)
 
 
 @pytest.mark.parametrize("page", PAGES)
