@@ -244,43 +244,39 @@ def _code_words(text):
     return re.sub(r"\s+", "", text)
 
 
+def solution_expressions(nb, shortest):
+    """What the solutions compute, line by line (the right-hand sides), without spaces."""
+    for cell in nb.cells:
+        if not (cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")):
+            continue
+        for region in REGION.findall(cell.source):
+            for line in region.splitlines():
+                expr = re.sub(r"#.*", "", line).strip()
+                expr = re.sub(r"^(return|\w+(,\s*\w+)*\s*=)\s*", "", expr)
+                if len(_code_words(expr)) >= shortest and not re.fullmatch(r"np\.random\.default_rng\(\d+\)", expr):
+                    yield expr
+
+
 def test_no_prompt_contains_what_its_cell_asks_for():
     """No markdown cell shows an expression that a solution computes (compared without spaces)."""
     for name in ASSIGNMENTS:
         nb = notebook(name)
         prompts = _code_words("\n".join(c.source for c in nb.cells if c.cell_type == "markdown"
                                         and not c.metadata.get("nbgrader", {}).get("solution")))
-        for cell in nb.cells:
-            if not (cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")):
-                continue
-            for region in REGION.findall(cell.source):
-                for line in region.splitlines():
-                    expr = re.sub(r"#.*", "", line).strip()
-                    expr = re.sub(r"^(return|\w+(,\s*\w+)*\s*=)\s*", "", expr)
-                    if len(_code_words(expr)) >= 8:
-                        assert _code_words(expr) not in prompts, f"{name}: a prompt shows the answer {expr!r}"
+        for expr in solution_expressions(nb, 8):
+            assert _code_words(expr) not in prompts, f"{name}: a prompt shows the answer {expr!r}"
 
 
 def test_no_visible_check_contains_what_a_solution_computes():
     """A visible check's source is read by students: no expression of a solution appears in it."""
     for name in ASSIGNMENTS:
         nb = notebook(name)
-        for cell in nb.cells:
-            if not isolate.is_test(cell):
-                continue
+        for cell in filter(isolate.is_test, nb.cells):
             first, last = hidden_span(cell.source)
             lines = cell.source.splitlines()
             visible = _code_words("\n".join(lines[:first - 1] + lines[last:]))
-            for sol in nb.cells:
-                if not (sol.cell_type == "code" and sol.metadata.get("nbgrader", {}).get("solution")):
-                    continue
-                for region in REGION.findall(sol.source):
-                    for line in region.splitlines():
-                        expr = re.sub(r"#.*", "", line).strip()
-                        expr = re.sub(r"^(return|\w+(,\s*\w+)*\s*=)\s*", "", expr)
-                        if len(_code_words(expr)) >= 12 and not re.fullmatch(r"np\.random\.default_rng\(\d+\)", expr):
-                            assert _code_words(expr) not in visible, \
-                                f"{name}: {grade_id(cell)}'s visible checks show the answer {expr!r}"
+            for expr in solution_expressions(nb, 12):
+                assert _code_words(expr) not in visible, f"{name}: {grade_id(cell)}'s visible checks show the answer {expr!r}"
 
 
 # Answers the prompts once gave in mathematical form (kept out for good).
