@@ -38,11 +38,12 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat.v4 import new_output
 from traitlets import Integer, default
 
+from .isolate import MARK as GRADER_MARK  # ends each line the grader adds to a test cell before running it
+from .isolate import judged
+
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-GRADER_MARK = "# pm-grader"  # ends each line the grader adds to a test cell before running it
 FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")  # IPython 8/9: one per frame in a cell
-JUDGING = re.compile(r"""judging\(\s*["']([^"']+)["']""")
 SECRET_MIN = 12  # shorter hidden lines (``else:``, ``)``) are no secret, and would match anything
 NOTICE = "[this output quoted the grader's hidden tests and is not shown]\n"
 
@@ -94,8 +95,8 @@ def failing_line(traceback: list[str], cell_number: int | None = None) -> int | 
 
 def judged_function(cell) -> str:
     """The exercise function a test cell checks: its first ``judging("...")``, else its grade_id."""
-    found = JUDGING.search(cell.source)
-    return found.group(1) if found else cell.metadata.get("nbgrader", {}).get("grade_id", "this check")
+    names = judged(cell.source)
+    return names[0] if names else cell.metadata.get("nbgrader", {}).get("grade_id", "this check")
 
 
 def quotes(output, secret: set[str]) -> bool:

@@ -54,6 +54,25 @@ def chrome(profile: Path, size: str, *flags: str, logs: bool = False):
     return driver
 
 
+# Resolves true once MathJax has typeset the page; without MathJax, true if the page has no
+# maths (``optional``) and the reason otherwise.
+WAIT_FOR_MATHJAX = """
+    const [optional, polls, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+    const wait = (n) => {
+        if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+            MathJax.startup.promise.then(() => done(true), (e) => done(String(e)));
+        } else if (n > polls) { done(optional && !document.querySelector('.math') ? true : 'MathJax never loaded'); }
+        else { setTimeout(() => wait(n + 1), 50); }
+    };
+    wait(0);"""
+
+
+def typeset(driver, optional: bool = False):
+    """Wait for MathJax on the open page (5 s for it to appear where it is ``optional``, else 10 s):
+    True, or why not."""
+    return driver.execute_async_script(WAIT_FOR_MATHJAX, optional, 100 if optional else 200)
+
+
 def typeset_offline(driver, page: Path) -> tuple[object, int]:
     """Open ``page`` with the network off and wait for MathJax: (True or why not, how many
     formulas it typeset)."""
@@ -62,12 +81,4 @@ def typeset_offline(driver, page: Path) -> tuple[object, int]:
         "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
     driver.set_script_timeout(30)
     driver.get(page.as_uri())
-    typeset = driver.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        const wait = (n) => {
-            if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-                MathJax.startup.promise.then(() => done(true), (e) => done(String(e)));
-            } else if (n > 200) { done('MathJax never loaded'); } else { setTimeout(() => wait(n + 1), 50); }
-        };
-        wait(0);""")
-    return typeset, driver.execute_script("return document.querySelectorAll('mjx-container').length")
+    return typeset(driver), driver.execute_script("return document.querySelectorAll('mjx-container').length")

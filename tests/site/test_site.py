@@ -54,19 +54,6 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-def _typeset(driver):
-    """Wait for MathJax to finish (if the page loads it)."""
-    return driver.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        const wait = (n) => {
-            if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-                MathJax.startup.promise.then(() => done(true), (e) => done(String(e)));
-            } else if (n > 100) { done(document.querySelector('.math') ? 'MathJax never loaded' : true); }
-            else { setTimeout(() => wait(n + 1), 50); }
-        };
-        wait(0);""")
-
-
 # Display maths whose typeset width exceeds the column it sits in (cut off or scrolled).
 WIDE_EQUATIONS = """
     return [...document.querySelectorAll('mjx-container[display="true"]')].map(c => {
@@ -176,7 +163,7 @@ def test_a_chapter_page_keeps_its_launch_buttons():
 def test_page(page, server, browser):
     browser.get_log("browser")  # drop what earlier pages logged
     browser.get(f"{server}/{page}")
-    assert _typeset(browser) is True, "MathJax did not finish"
+    assert browser_mod.typeset(browser, optional=True) is True, "MathJax did not finish"
 
     # 1. nothing from outside this machine: every resource came from the local server
     resources = browser.execute_script(
