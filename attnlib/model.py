@@ -11,7 +11,9 @@ No LayerNorm, no MLP, no biases: every head's contribution is one term of a
 sum, which is what makes the model readable head by head. A model may
 start every sequence with a BOS token (``card["bos"]``), use fixed
 sinusoidal positions (:func:`sinusoidal_positions`, recomputed rather than
-stored) and, if trained on text, carry its tokenizer
+stored), give its heads **smeared keys** (Olsson et al., 2022: each key
+mixed with the previous position's key, ``k'_j = s k_j + (1 - s) k_{j-1}``
+with one learned weight ``s`` per head) and, if trained on text, carry its tokenizer
 (:class:`attnlib.tokenizer.BPE`: :meth:`Model.encode`, :meth:`Model.decode`)
 and the corpus statistics its card was measured on (``Model.corpus``). The shipped
 models live in ``attnlib/models/`` as ``NAME.npz`` (the weights) and
@@ -123,6 +125,10 @@ class Model:
     corpus : dict of str to ndarray, optional
         For a model of text: the corpus statistics its card is measured on
         (e.g. held-out token ids, training bigram counts), read-only.
+    smear : list of (n_heads,) array_like, optional
+        Smeared keys, one array per layer: head ``i`` of layer ``l`` uses the
+        key ``s k_j + (1 - s) k_{j-1}`` with ``s = smear[l][i]`` in ``[0, 1]``
+        (position 0 keeps its own key). None: plain keys (``s = 1``).
     """
 
     W_E: np.ndarray
@@ -132,6 +138,7 @@ class Model:
     card: dict
     tokenizer: BPE | None = None
     corpus: dict | None = None
+    smear: tuple | None = None
 
     def __post_init__(self):
         arrays = {}
@@ -171,6 +178,18 @@ class Model:
             corpus[k] = np.array(v)
             corpus[k].setflags(write=False)
         object.__setattr__(self, "corpus", corpus)
+        if self.smear is not None:
+            smear = tuple(np.array(as_float_array(s, f"smear[{l}]"), dtype=dtype) for l, s in enumerate(self.smear))
+            if len(smear) != len(layers):
+                raise ValueError(f"smear has {len(smear)} entries: expected one per layer ({len(layers)})")
+            for l, (s, w) in enumerate(zip(smear, layers)):
+                if s.shape != (w.n_heads,):
+                    raise ValueError(f"smear[{l}] has shape {s.shape}: expected (n_heads,) = ({w.n_heads},)")
+                if not ((s >= 0) & (s <= 1)).all():
+                    raise ValueError(f"smear[{l}] must lie in [0, 1] (the weight on a position's own key),"
+                                     f" got {s}")
+                s.setflags(write=False)
+            object.__setattr__(self, "smear", smear)
 
     # --- sizes ---------------------------------------------------------------
     @property
@@ -237,7 +256,8 @@ class Model:
     def astype(self, dtype) -> "Model":
         """The same model in another floating dtype."""
         return Model(self.W_E.astype(dtype), self.W_pos.astype(dtype), self.W_U.astype(dtype),
-                     [w.astype(dtype) for w in self.layers], self.card, self.tokenizer, self.corpus)
+                     [w.astype(dtype) for w in self.layers], self.card, self.tokenizer, self.corpus,
+                     None if self.smear is None else [s.astype(dtype) for s in self.smear])
 
     def arrays(self) -> dict:
         """Everything a model file stores, by name: ``W_E``, ``L0.W_Q``, ..., ``tokenizer.*``, ``corpus.*``.
@@ -249,6 +269,8 @@ class Model:
             out["W_pos"] = self.W_pos
         for l, w in enumerate(self.layers):
             out.update({f"L{l}.{k}": getattr(w, k) for k in ("W_Q", "W_K", "W_V", "W_O")})
+            if self.smear is not None:
+                out[f"L{l}.smear"] = self.smear[l]
         if self.tokenizer is not None:
             out.update(self.tokenizer.arrays())
         out.update({f"corpus.{k}": v for k, v in self.corpus.items()})
@@ -306,6 +328,9 @@ class Model:
             QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
             QKV = np.swapaxes(QKV.reshape(*QKV.shape[:-1], 3 * h, d), -3, -2)  # (..., 3 * n_heads, T, d_head)
             Q, K, V = QKV[..., :h, :, :], QKV[..., h:2 * h, :, :], QKV[..., 2 * h:, :, :]
+            if self.smear is not None:  # each key mixed with the one before it
+                s = self.smear[l][:, None, None]  # (n_heads, 1, 1)
+                K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
             A = attention_pattern(Q, K, causal=True)  # (..., n_heads, T, T)
             out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
             keep = np.array([(l, i) not in dropped for i in range(h)])
@@ -368,6 +393,39 @@ def available() -> list:
     return sorted(p.stem for p in MODELS.glob("*.npz") if p.with_suffix(".json").exists())
 
 
+def checkpoints(name, dtype=np.float64) -> dict:
+    """The weights a shipped model had along its training, by step (its card's ``checkpoints``).
+
+    Stored in float16 (they are read for patterns and scores, not for the
+    last digit); checked against the SHA-256 in the card, as :func:`load` does.
+
+    Returns
+    -------
+    dict of int to Model
+        Step to model, in training order; each card is the final model's
+        with ``"step"`` set.
+    """
+    final = load(name, dtype)
+    info = final.card.get("checkpoints")
+    if not info:
+        raise ValueError(f"model {final.card.get('name', name)!r} was shipped without checkpoints")
+    path = Path(name).with_name(info["file"]) if Path(name).suffix == ".npz" else MODELS / info["file"]
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    if info["sha256"] != weights_sha256(arrays):
+        raise ValueError(f"the checkpoints in {path} do not match the SHA-256 in the card: retrain with `make model`")
+    out = {}
+    for step in info["steps"]:
+        a = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith(f"step{step}.")}
+        layers = [Weights(*(a[f"L{l}.{k}"] for k in ("W_Q", "W_K", "W_V", "W_O")), final.layers[l].n_heads)
+                  for l in range(final.n_layers)]
+        smear = [a[f"L{l}.smear"] for l in range(final.n_layers)] if "L0.smear" in a else None
+        card = {**final.card, "step": step}
+        out[step] = Model(a["W_E"], a.get("W_pos", final.W_pos), a["W_U"], layers, card, final.tokenizer,
+                          final.corpus, smear).astype(dtype)
+    return out
+
+
 def load(name, dtype=np.float64) -> Model:
     """A shipped model by name (see :func:`available`), or a model file by path.
 
@@ -412,4 +470,5 @@ def load(name, dtype=np.float64) -> Model:
         W_pos = arrays["W_pos"]
     tokenizer = BPE.from_arrays(arrays) if "tokenizer.vocab" in arrays else None
     corpus = {k.removeprefix("corpus."): v for k, v in arrays.items() if k.startswith("corpus.")}
-    return Model(arrays["W_E"], W_pos, arrays["W_U"], layers, card, tokenizer, corpus).astype(dtype)
+    smear = [arrays[f"L{l}.smear"] for l in range(card["n_layers"])] if "L0.smear" in arrays else None
+    return Model(arrays["W_E"], W_pos, arrays["W_U"], layers, card, tokenizer, corpus, smear).astype(dtype)

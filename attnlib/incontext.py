@@ -1,0 +1,256 @@
+"""Induction heads and in-context learning in models of text (chapter 15).
+
+Olsson et al. (2022) test a model for induction heads on a sequence nobody
+could predict from statistics: BOS, then random tokens, then the same random
+tokens again (and again). A head that, at a repeated token, attends to the
+token *after* that token's earlier occurrence is **prefix matching**; one
+that attends to the position just before is a **previous-token** head. The
+two together are the induction circuit (chapter 12). In-context learning is
+measured on ordinary text: how much lower the loss is late in a window than
+early in it.
+
+Examples
+--------
+>>> from attnlib.model import load
+>>> m = load("plays_1l")
+>>> tokens = repeated_random(m, n=2, copies=3)
+>>> tokens.shape, bool((tokens[:, 1:43] == tokens[:, 43:85]).all())
+((2, 127), True)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .metrics import head_scores
+from .text import text_tokens
+
+EARLY, LATE = (0.05, 0.15), (0.85, 1.0)
+"""The parts of a window (as fractions of its length) whose losses :func:`in_context_score` compares."""
+
+
+def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.ndarray:
+    """Olsson et al.'s test sequences: BOS, then ``L`` random tokens repeated ``copies`` times.
+
+    ``L = (n_ctx - 1) // copies``; the ``L`` tokens of a sequence are distinct
+    text tokens (:func:`attnlib.text.text_tokens`), drawn without replacement.
+
+    Returns
+    -------
+    (n, 1 + copies * L) ndarray of int64
+    """
+    if copies < 2:
+        raise ValueError(f"copies must be at least 2 (a first occurrence and a repeat), got {copies}")
+    L = (model.n_ctx - 1) // copies
+    rng = np.random.default_rng(seed)
+    ids = text_tokens(model)
+    segments = np.stack([rng.choice(ids, size=L, replace=False) for _ in range(n)])  # (n, L)
+    return np.concatenate([np.full((n, 1), model.bos), np.tile(segments, copies)], axis=1).astype(np.int64)
+
+
+def induction_scores(model, tokens, ablate=()) -> dict:
+    """Every head's previous-token and prefix-matching scores on repeated sequences.
+
+    Parameters
+    ----------
+    tokens : (n, T) ndarray of int
+        BOS then a segment repeated (:func:`repeated_random`).
+    ablate : collection of (layer, head)
+        Heads dropped from the model while measuring (:meth:`Model.trace`).
+
+    Returns
+    -------
+    dict of str to (n_layers, n_heads) ndarray
+        ``"previous"``: mean weight on the previous position (every query
+        after BOS); ``"prefix"``: mean weight on the token after the earlier
+        occurrence of the current token (queries in the repeats).
+    """
+    tokens = np.asarray(tokens)
+    patterns = model.trace(tokens, ablate=ablate).patterns  # per layer: (n, n_heads, T, T)
+    T = tokens.shape[-1]
+    mask = np.broadcast_to(np.arange(T) >= 1, tokens.shape)  # not BOS
+    scores = [head_scores(A, tokens, mask) for A in patterns]
+    previous = [attention_to_previous(A) for A in patterns]
+    return {"previous": np.stack(previous), "prefix": np.stack([s["induction"] for s in scores])}
+
+
+def attention_to_previous(pattern) -> np.ndarray:
+    """Mean weight each head puts on the position just before the query (queries from position 2 on).
+
+    Position 1's previous position is BOS, where many heads rest; it is left out.
+
+    Parameters
+    ----------
+    pattern : (n, n_heads, T, T) ndarray
+
+    Returns
+    -------
+    (n_heads,) ndarray
+    """
+    T = pattern.shape[-1]
+    rows = np.arange(2, T)
+    return pattern[..., rows, rows - 1].mean(axis=(0, -1))
+
+
+def token_losses(model, tokens, targets, batch: int = 32, ablate=()) -> np.ndarray:
+    """Cross-entropy (nats) of every prediction.
+
+    Returns
+    -------
+    (n, T) ndarray
+    """
+    out = []
+    for i in range(0, len(tokens), batch):
+        logits = model.forward(tokens[i:i + batch], ablate=ablate)  # (b, T, vocab)
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+        out.append(-np.take_along_axis(logp, targets[i:i + batch, :, None], axis=-1)[..., 0])
+    return np.concatenate(out)
+
+
+def repeat_losses(model, tokens, ablate=()) -> np.ndarray:
+    """Mean loss on each copy of repeated sequences (the first copy is unpredictable).
+
+    Returns
+    -------
+    (copies,) ndarray
+        Nats per token when predicting each copy's tokens (the first
+        copy's first token, predicted from BOS, included).
+    """
+    tokens = np.asarray(tokens)
+    losses = token_losses(model, tokens[:, :-1], tokens[:, 1:], ablate=ablate)  # (n, T - 1)
+    L = _segment(tokens)
+    copies = (tokens.shape[1] - 1) // L
+    return losses[:, :copies * L].reshape(len(tokens), copies, L).mean(axis=(0, 2))
+
+
+def _segment(tokens) -> int:
+    """The length of the repeated segment of :func:`repeated_random` sequences."""
+    seq = tokens[0, 1:]
+    for L in range(1, len(seq)):
+        if (seq[L:] == seq[:-L]).all():
+            return L
+    raise ValueError("the sequences are not a repeated segment (expected repeated_random's output)")
+
+
+def in_context_score(losses) -> float:
+    """Loss late in the window minus loss early in it (nats): negative when context helps.
+
+    Olsson et al. compare the 500th token with the 50th in windows of 8,192;
+    here the windows are short, so the parts compared are fractions of the
+    window (:data:`EARLY`, :data:`LATE`).
+
+    Parameters
+    ----------
+    losses : (n, T) ndarray
+        Per-token losses on text windows (:func:`token_losses`).
+
+    Examples
+    --------
+    >>> in_context_score(np.linspace(5.0, 4.0, 100)[None])  # loss falls along the window
+    -0.8
+    """
+    losses = np.asarray(losses, dtype=np.float64)
+    T = losses.shape[-1]
+    early = losses[..., int(EARLY[0] * T):int(EARLY[1] * T)].mean()
+    late = losses[..., int(LATE[0] * T):int(LATE[1] * T)].mean()
+    return round(float(late - early), 12)
+
+
+def repeat_spans(windows, rng, share: float, min_len: int, max_len: int) -> np.ndarray:
+    """Windows of text with a span of their own text written again later (how ``plays_2l_spans`` was trained).
+
+    In each window, with probability ``share``: a length ``L`` from
+    ``min_len`` to ``max_len``, a first place, and a later place at least
+    ``L`` after it; the ``L`` tokens at the first place are copied over the
+    later ones.
+
+    Parameters
+    ----------
+    windows : (n, T) ndarray of int
+        Not changed: the result is a copy.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (n, T) ndarray
+
+    Examples
+    --------
+    >>> w = repeat_spans(np.arange(20)[None], np.random.default_rng(0), 1.0, 4, 4)
+    >>> int((np.diff(w[0]) != 1).sum())  # the copy breaks the count twice (or once, at the end)
+    2
+    """
+    if not 1 <= min_len <= max_len or 2 * max_len > windows.shape[-1]:
+        raise ValueError(f"spans of {min_len} to {max_len} tokens do not fit twice in windows of"
+                         f" {windows.shape[-1]}")
+    out = np.array(windows)
+    T = out.shape[-1]
+    for row in np.flatnonzero(rng.random(len(out)) < share):
+        L = int(rng.integers(min_len, max_len + 1))
+        first = int(rng.integers(0, T - 2 * L + 1))
+        second = int(rng.integers(first + L, T - L + 1))
+        out[row, second:second + L] = out[row, first:first + L]
+    return out
+
+
+def repeated_pairs(tokens) -> np.ndarray:
+    """Where an induction head could help: the pair (previous token, token) occurred earlier in the window.
+
+    Parameters
+    ----------
+    tokens : (..., T) array_like of int
+
+    Returns
+    -------
+    (..., T) ndarray of bool
+        True at ``t`` if some ``s < t`` has ``tokens[s - 1] == tokens[t - 1]``
+        and ``tokens[s] == tokens[t]``.
+
+    Examples
+    --------
+    >>> repeated_pairs([7, 1, 2, 5, 1, 2, 1, 3]).astype(int)
+    array([0, 0, 0, 0, 0, 1, 0, 0])
+    """
+    tokens = np.asarray(tokens)
+    T = tokens.shape[-1]
+    prev, cur = tokens[..., :-1], tokens[..., 1:]  # pairs ending at 1 .. T-1
+    same = (prev[..., :, None] == prev[..., None, :]) & (cur[..., :, None] == cur[..., None, :])  # (..., T-1, T-1)
+    seen = (same & np.tri(T - 1, T - 1, -1, dtype=bool)).any(axis=-1)  # an earlier pair equal to this one
+    return np.concatenate([np.zeros(tokens.shape[:-1] + (1,), bool), seen], axis=-1)
+
+
+def measure(model, n: int = 64, seed: int = 0) -> dict:
+    """A two-layer text model's induction figures, recomputed from its weights (its card's ``induction``).
+
+    The best previous-token head of layer 0 and prefix-matching head of the
+    last layer on :func:`repeated_random` sequences, the prefix-matching
+    score again with each layer-0 head ablated, the loss on each copy, and
+    the in-context score on every held-out window.
+
+    Returns
+    -------
+    dict
+    """
+    from .text import heldout_windows
+
+    seqs = repeated_random(model, n=n, copies=3, seed=seed)
+    s = induction_scores(model, seqs)
+    last = model.n_layers - 1
+    p, i = int(s["previous"][0].argmax()), int(s["prefix"][last].argmax())
+    ablated = [float(induction_scores(model, seqs, ablate=[(0, h)])["prefix"][last, i])
+               for h in range(model.layers[0].n_heads)]
+    tokens, targets = heldout_windows(model)
+    out = {
+        "test": f"{n} sequences of BOS then {(model.n_ctx - 1) // 3} distinct random text tokens, three times"
+                f" (repeated_random, seed {seed})",
+        "previous": {f"L{l}H{h}": float(v) for l in range(model.n_layers) for h, v in enumerate(s["previous"][l])},
+        "prefix": {f"L{l}H{h}": float(v) for l in range(model.n_layers) for h, v in enumerate(s["prefix"][l])},
+        "best_previous": f"L0H{p}", "best_prefix": f"L{last}H{i}",
+        "prefix_with_layer0_head_ablated": {f"L0H{h}": v for h, v in enumerate(ablated)},
+        "copy_losses": [float(v) for v in repeat_losses(model, seqs)],
+        "in_context": in_context_score(token_losses(model, tokens, targets)),
+    }
+    out["summary"] = (f"best prefix-matching head {out['best_prefix']} {s['prefix'][last, i]:.2f}"
+                      f" (without L0H{p}: {ablated[p]:.2f}); best previous-token head L0H{p} {s['previous'][0, p]:.2f};"
+                      f" in-context score {out['in_context']:+.3f}")
+    return out
