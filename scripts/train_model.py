@@ -46,8 +46,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CPU_PIN = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 
 import attnlib  # noqa: E402
-from attnlib import metrics, tasks, text  # noqa: E402
+from attnlib import incontext, metrics, tasks, text  # noqa: E402
 from attnlib.model import MODELS, Model, sinusoidal_positions, weights_sha256  # noqa: E402
+
+# The two-layer models of text: what they share (scripts/induction_attempts.py varies it).
+TEXT_2L = dict(task="text", data=dict(vocab_size=256, T=64), positions=dict(kind="sinusoidal", scale=20.0),
+               n_layers=2, n_heads=4, d_model=128, d_head=32, steps=10000, batch=32, lr=1e-3, seed=0)
+SPANS = dict(share=1.0, min_len=8, max_len=31)
+CHECKPOINTS = (0, 500, 1000, 1500, 2000, 2500, 2750, 3000, 3250, 3500, 4000, 5000, 6000, 8000, 10000)
 
 # Every shipped model: its task (a generator in attnlib.tasks, with options),
 # its shape and how it is trained. Changing a line here and running
@@ -77,6 +83,14 @@ CONFIGS = {
         task="text", data=dict(vocab_size=2048, T=128),
         positions=dict(kind="sinusoidal", scale=1.0),
         n_layers=1, n_heads=8, d_model=128, d_head=16, steps=4000, batch=8, lr=3e-3, seed=0),
+    "plays_2l": dict(
+        TEXT_2L, checkpoints=CHECKPOINTS,
+        description="Shakespeare's plays, BPE of 256 tokens, windows of 63 tokens after BOS: two layers of four "
+                    "heads, read for induction (none formed: chapter 15)."),
+    "plays_2l_spans": dict(
+        TEXT_2L, repeat=SPANS, checkpoints=CHECKPOINTS,
+        description="Shakespeare's plays, BPE of 256 tokens, windows of 63 tokens after BOS, each with a span of "
+                    "its own text (8 to 31 tokens) repeated later: two layers of four heads, read for induction."),
 }
 EVAL = dict(n=2000, seed=12345)  # the card's metrics: fresh sequences, never trained on
 OPTIMISER = dict(name="AdamW", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -100,7 +114,7 @@ def n_ctx_of(cfg) -> int:
 class AttnOnly:
     """The model of attnlib.model, in torch: same parameters, same arithmetic."""
 
-    def __init__(self, torch, vocab, n_ctx, n_layers, n_heads, d_model, d_head, positions=None):
+    def __init__(self, torch, vocab, n_ctx, n_layers, n_heads, d_model, d_head, positions=None, smear=False):
         def param(*shape, std):
             return torch.nn.Parameter(torch.randn(*shape) * std)
 
@@ -117,10 +131,13 @@ class AttnOnly:
         for layer in self.layers:
             layer["W_O"] = param(width, d_model, std=1 / math.sqrt(width))
         self.W_U = param(d_model, vocab, std=1 / math.sqrt(d_model))
+        # Smeared keys: a logit per head, s = sigmoid(logit) the weight on a position's own key (0.5 at the start)
+        self.smear = [torch.nn.Parameter(torch.zeros(n_heads)) for _ in range(n_layers)] if smear else None
 
     def parameters(self):
         pos = [] if self.fixed_positions else [self.W_pos]
-        return [self.W_E, *pos, *(l[k] for l in self.layers for k in ("W_Q", "W_K", "W_V", "W_O")), self.W_U]
+        return [self.W_E, *pos, *(l[k] for l in self.layers for k in ("W_Q", "W_K", "W_V", "W_O")), self.W_U,
+                *(self.smear or [])]
 
     def forward(self, tokens):
         torch = self.torch
@@ -128,8 +145,11 @@ class AttnOnly:
         h, d = self.n_heads, self.d_head
         x = self.W_E[tokens] + self.W_pos[:T]  # (B, T, d_model)
         mask = torch.ones(T, T, dtype=torch.bool).tril()
-        for layer in self.layers:
+        for l, layer in enumerate(self.layers):
             q, k, v = ((x @ layer[n]).view(B, T, h, d).transpose(1, 2) for n in ("W_Q", "W_K", "W_V"))  # (B, h, T, d)
+            if self.smear is not None:  # each key mixed with the one before it (position 0 keeps its own)
+                s = self.smear[l].sigmoid()[:, None, None]  # (h, 1, 1)
+                k = s * k + (1 - s) * torch.cat([k[:, :, :1], k[:, :, :-1]], dim=2)
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)  # (B, h, T, T)
             A = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             z = (A @ v).transpose(1, 2).reshape(B, T, h * d)  # (B, T, h * d_head): heads side by side
@@ -142,7 +162,8 @@ class AttnOnly:
 
         layers = [attnlib.Weights(*(arr(l[k]) for k in ("W_Q", "W_K", "W_V", "W_O")), self.n_heads)
                   for l in self.layers]
-        return Model(arr(self.W_E), arr(self.W_pos), arr(self.W_U), layers, card, tokenizer, corpus)
+        smear = None if self.smear is None else [arr(a.sigmoid()) for a in self.smear]
+        return Model(arr(self.W_E), arr(self.W_pos), arr(self.W_U), layers, card, tokenizer, corpus, smear)
 
 
 def text_data(cfg) -> dict:
@@ -178,13 +199,21 @@ def _version(package):
     return version(package)
 
 
-def text_batches(data):
-    """Training windows of a text model: ``BOS`` then ``T - 1`` tokens from a random place, every position scored."""
+def text_batches(data, repeat=None):
+    """Training windows of a text model: ``BOS`` then ``T - 1`` tokens from a random place, every position scored.
+
+    ``repeat``: in a share of the windows (``repeat["share"]``), a span of the
+    window's own text (``min_len`` to ``max_len`` tokens, from a random place)
+    is written again at a random later place, so that the second copy can be
+    predicted from the first.
+    """
     stream, bos = data["stream"], data["bos"]
 
     def make_batch(n, rng, T, **_):
         starts = rng.integers(0, len(stream) - T + 1, size=n)
         targets = stream[starts[:, None] + np.arange(T)]  # (n, T): x_0 .. x_{T-1}
+        if repeat:
+            targets = incontext.repeat_spans(targets, rng, repeat["share"], repeat["min_len"], repeat["max_len"])
         tokens = np.concatenate([np.full((n, 1), bos), targets[:, :-1]], axis=1)  # BOS, x_0 .. x_{T-2}
         return tasks.Batch(tokens, targets, {})
     return make_batch
@@ -206,32 +235,50 @@ def setup_torch(threads: int):
     return torch
 
 
+def cpu_name() -> str:
+    """The CPU's model name (the AVX2 pin does not make every CPU round alike: the check records it)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def pinned_env(env=None) -> dict:
     """A copy of ``env`` (default: this process's) with the CPU pin of the shipped models set."""
     return {**(os.environ if env is None else env), **CPU_PIN}
 
 
+CURVE_EVERY = 100  # the training-loss curve's resolution, for models with checkpoints
 CHECK_STEPS = 30  # the short run whose checksum the card records (tests/test_model.py repeats it)
 
 
-def fit(name: str, threads: int, steps: int, quiet=True, data=None):
+def fit(name: str, threads: int, steps: int, quiet=True, data=None, cfg=None, every=None, on_step=None):
     """Train one model from its config and seed: (torch model, seconds). Nothing is written.
 
-    ``data`` is a text model's :func:`text_data` (made here if not given).
+    ``data`` is a text model's :func:`text_data` (made here if not given);
+    ``cfg`` replaces ``CONFIGS[name]``. ``on_step(step, net, losses)`` is
+    called at step 0 and every ``every`` steps (``losses``: the training
+    losses since the last call); its time is not counted.
     """
-    cfg = CONFIGS[name]
+    cfg = cfg or CONFIGS[name]
     torch = setup_torch(threads)
     if cfg["task"] == "text":
-        make_batch = text_batches(data or text_data(cfg))
+        make_batch = text_batches(data or text_data(cfg), cfg.get("repeat"))
     else:
         make_batch = tasks.TASKS[cfg["task"]]
     torch.manual_seed(cfg["seed"])
     data_rng = np.random.default_rng(cfg["seed"])
     vocab = vocab_of(cfg)
     net = AttnOnly(torch, vocab, n_ctx_of(cfg), cfg["n_layers"], cfg["n_heads"], cfg["d_model"], cfg["d_head"],
-                   cfg.get("positions"))
+                   cfg.get("positions"), cfg.get("smear", False))
     opt = torch.optim.AdamW(net.parameters(), lr=cfg["lr"], betas=OPTIMISER["betas"], eps=OPTIMISER["eps"],
                             weight_decay=OPTIMISER["weight_decay"])
+    losses, paused = [], 0.0
+    if on_step:
+        on_step(0, net, losses)
     start = time.perf_counter()
     for step in range(1, steps + 1):
         batch = make_batch(cfg["batch"], data_rng, **cfg["data"])
@@ -241,10 +288,17 @@ def fit(name: str, threads: int, steps: int, quiet=True, data=None):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if on_step:
+            losses.append(loss.item())
+            if step % every == 0:
+                t = time.perf_counter()
+                on_step(step, net, losses)
+                losses = []
+                paused += time.perf_counter() - t
         if not quiet and (step % 500 == 0 or step == steps):
             print(f"  {name}: step {step:5d}/{steps}  loss {loss.item():.4f}  ({time.perf_counter() - start:.0f} s)",
                   flush=True)
-    return net, time.perf_counter() - start
+    return net, time.perf_counter() - start - paused
 
 
 def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MODELS, quiet=False) -> Model:
@@ -254,7 +308,19 @@ def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MOD
     cfg = CONFIGS[name]
     steps = cfg["steps"] if steps is None else steps
     data = text_data(cfg) if cfg["task"] == "text" else None
-    net, seconds = fit(name, threads, steps, quiet, data)
+    keep = sorted(k for k in cfg.get("checkpoints", ()) if k <= steps)
+    snapshots, curve, window = {}, [], []
+
+    def on_step(step, net, losses):  # checkpoints and the training loss along the way (bit-for-bit neutral)
+        window.extend(losses)
+        if step in keep:
+            snapshots[step] = net.to_numpy({"positions": cfg.get("positions") or {"kind": "learned"}})
+        if step and step % CURVE_EVERY == 0:
+            curve.append([step, round(float(np.mean(window)), 5)])
+            window.clear()
+
+    every = math.gcd(CURVE_EVERY, *keep) if keep else None
+    net, seconds = fit(name, threads, steps, quiet, data, every=every, on_step=on_step if keep else None)
     card = {
         "name": name, "description": cfg["description"],
         "task": cfg["task"], "data": cfg["data"], "vocab": vocab_of(cfg), "n_ctx": n_ctx_of(cfg),
@@ -263,6 +329,11 @@ def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MOD
         "n_layers": cfg["n_layers"], "n_heads": cfg["n_heads"], "d_model": cfg["d_model"], "d_head": cfg["d_head"],
         "architecture": "attention only: token + position embeddings, causal attention layers added to the "
                         "residual stream, unembedding; no LayerNorm, MLP or biases; scores scaled by 1/sqrt(d_head)",
+        **({"smear": "smeared keys (Olsson et al. 2022): k'_j = s k_j + (1 - s) k_{j-1}, s = sigmoid(a) "
+                      "learned per head, a = 0 at the start"} if cfg.get("smear") else {}),
+        **({"repeat": {**cfg["repeat"], "what": "in this share of the training windows, a span of the window's "
+                       "own text (min_len to max_len tokens) is written again at a random later place"}}
+           if cfg.get("repeat") else {}),
         "seed": cfg["seed"], "steps": steps, "batch": cfg["batch"],
         "optimiser": {**OPTIMISER, "betas": list(OPTIMISER["betas"]), "lr": cfg["lr"]},
         "loss": "cross-entropy on every position with a target (attnlib.tasks)",
@@ -279,19 +350,34 @@ def train(name: str, threads: int = 1, steps: int | None = None, out: Path = MOD
         card["loss"] = "cross-entropy on every position of random training windows"
         model = net.to_numpy(card, data["bpe"], data["corpus"])
         card["metrics"] = text.measure(model.astype(np.float64))
+        if cfg["n_layers"] > 1:
+            card["metrics"]["induction"] = incontext.measure(model.astype(np.float64))
     else:
         model = net.to_numpy(card)
         card["metrics"] = metrics.measure(model.astype(np.float64), **EVAL)
     if steps == cfg["steps"]:  # a checksum a test can reproduce in a second
         short, _ = fit(name, threads, CHECK_STEPS, data=data)
-        card["check"] = {"steps": CHECK_STEPS, "threads": threads, "torch": torch.__version__,
+        card["check"] = {"steps": CHECK_STEPS, "threads": threads, "torch": torch.__version__, "cpu": cpu_name(),
                          "sha256": weights_sha256(short.to_numpy({"positions": card["positions"]}).arrays())}
-    model = Model(model.W_E, model.W_pos, model.W_U, model.layers, card, model.tokenizer, model.corpus)
+    if keep:
+        card["training_curve"] = {"every": CURVE_EVERY, "what": "mean training loss of the steps since the last row",
+                                  "rows": curve}
+        card["checkpoints"] = save_checkpoints(Path(out) / f"{name}.checkpoints.npz", snapshots)
+    model = Model(model.W_E, model.W_pos, model.W_U, model.layers, card, model.tokenizer, model.corpus, model.smear)
     Path(out).mkdir(parents=True, exist_ok=True)
     path = model.save(Path(out) / name)
     if not quiet:
         print(f"  {name}: wrote {path} ({seconds:.0f} s of training); metrics: {card['metrics']['summary']}")
     return model
+
+
+def save_checkpoints(path: Path, snapshots: dict) -> dict:
+    """Write the weights taken along training (float16: they are read for their patterns and scores)."""
+    arrays = {f"step{step}.{k}": v.astype(np.float16) for step, m in snapshots.items()
+              for k, v in m.arrays().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+    return {"file": path.name, "steps": sorted(snapshots), "dtype": "float16", "sha256": weights_sha256(arrays)}
 
 
 def main(argv=None):
