@@ -46,7 +46,6 @@ ATTEMPTS = {
                         dict(repeat=SPANS)),
     "plain_pos20": ("plain text, positions of norm 20 (plays_2l)", {}),
     "smear_pos20": ("plain text, smeared keys, positions of norm 20", dict(smear=True)),
-    "smear_lr3": ("plain text, smeared keys, lr 3e-3", dict(smear=True, lr=3e-3)),
     "smear_25k": ("plain text, smeared keys, 25,000 steps", dict(smear=True, steps=25000)),
     "smear_ctx128": ("plain text, smeared keys, context 128", dict(smear=True, data=dict(vocab_size=256, T=128),
                                                                   batch=16)),

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import attnlib
-from attnlib import circuits, metrics, tasks, text
+from attnlib import circuits, incontext, metrics, tasks, text
 from attnlib.model import MODELS, Model, available, load, weights_sha256
 
 from reference import ref_softmax
@@ -28,12 +28,15 @@ def loop_forward(model, tokens):
     """The model written out token by token, head by head (no attnlib maths)."""
     T = len(tokens)
     x = np.array([model.W_E[tok] + model.W_pos[t] for t, tok in enumerate(tokens)])
-    for w in model.layers:
+    for l, w in enumerate(model.layers):
         new = x.copy()
         d = w.d_head
         for i in range(w.n_heads):
             cols = slice(i * d, (i + 1) * d)
             Q, K, V = x @ w.W_Q[:, cols], x @ w.W_K[:, cols], x @ w.W_V[:, cols]
+            if model.smear is not None:  # smeared keys: each key mixed with the one before it
+                s = model.smear[l][i]
+                K = np.array([s * K[t] + (1 - s) * K[max(t - 1, 0)] for t in range(T)])
             for t in range(T):
                 a = ref_softmax([float(Q[t] @ K[s]) / math.sqrt(d) if s <= t else -math.inf for s in range(T)])
                 new[t] += (a @ V) @ w.W_O[cols]
@@ -50,7 +53,8 @@ def sample(model, n, seed, T=None):
 
 
 def test_the_models_are_shipped_with_cards():
-    assert NAMES == ["copy_back", "copy_marked", "induction", "induction_plain", "plays_1l"]
+    assert NAMES == ["copy_back", "copy_marked", "induction", "induction_plain", "plays_1l", "plays_2l",
+                     "plays_2l_spans"]
     for name in NAMES:
         card = json.loads((MODELS / f"{name}.json").read_text())
         for key in ("task", "data", "vocab", "n_ctx", "bos", "seed", "steps", "optimiser", "torch", "threads",
@@ -87,6 +91,8 @@ def test_the_cards_metrics_are_what_the_shipped_weights_give(name):
     model = load(name)
     card = model.card
     again = text.measure(model) if card["task"] == "text" else metrics.measure(model, **card["eval"])
+    if card["task"] == "text" and model.n_layers > 1:
+        again["induction"] = incontext.measure(model)
 
     def same(a, b, where):
         if isinstance(a, dict):
@@ -211,15 +217,16 @@ def test_forward_equals_the_training_scripts_forward(name):
     model = load(name, dtype=np.float32)
     cfg = train_model.CONFIGS[name]
     net = train_model.AttnOnly(torch, model.vocab, model.n_ctx, cfg["n_layers"], cfg["n_heads"], cfg["d_model"],
-                               cfg["d_head"], cfg.get("positions"))
+                               cfg["d_head"], cfg.get("positions"), cfg.get("smear", False))
     if net.fixed_positions:  # not a parameter: what the loader recomputed must be what training used
         assert np.array_equal(net.W_pos.numpy(), model.W_pos)
     pos = [] if net.fixed_positions else [model.W_pos]
     with torch.no_grad():
         for p, arr in zip(net.parameters(), [model.W_E, *pos,
                                              *(getattr(w, k) for w in model.layers for k in ("W_Q", "W_K", "W_V", "W_O")),
-                                             model.W_U], strict=True):
-            p.copy_(torch.from_numpy(np.array(arr)))
+                                             model.W_U,
+                                             *(np.log(s / (1 - s)) for s in model.smear or [])], strict=True):
+            p.copy_(torch.from_numpy(np.array(arr)))  # smeared keys: the logit of each stored weight
         tokens = sample(model, 8, 3)
         theirs = net.forward(torch.from_numpy(tokens)).numpy()
     ours = model.forward(tokens)
@@ -241,4 +248,11 @@ def test_a_short_training_run_reproduces_its_committed_checksum():
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = dict(line.split() for line in proc.stdout.splitlines())
-    assert got == {name: card["check"]["sha256"] for name, card in cards.items()}
+    assert set(got) == set(cards)
+    # Even with the AVX2 pin, CPUs of another kind may round differently (measured: the toy models'
+    # checks, made on an AMD EPYC, differ on an Intel Xeon). Compare where the card names this CPU.
+    here = _train_module().cpu_name()
+    same = {n: c for n, c in cards.items() if c["check"].get("cpu") == here}
+    if not same:
+        pytest.skip(f"no card's check was made on this CPU ({here})")
+    assert {n: got[n] for n in same} == {n: c["check"]["sha256"] for n, c in same.items()}
