@@ -32,7 +32,7 @@ def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.nd
     """Olsson et al.'s test sequences: BOS, then ``L`` random tokens repeated ``copies`` times.
 
     ``L = (n_ctx - 1) // copies``; the ``L`` tokens of a sequence are distinct
-    text tokens (:func:`attnlib.text.text_tokens`), drawn without replacement.
+    text tokens (``attnlib.text.text_tokens``), drawn without replacement.
 
     Returns
     -------
@@ -55,7 +55,7 @@ def induction_scores(model, tokens, ablate=()) -> dict:
     tokens : (n, T) ndarray of int
         BOS then a segment repeated (:func:`repeated_random`).
     ablate : collection of (layer, head)
-        Heads dropped from the model while measuring (:meth:`Model.trace`).
+        Heads dropped from the model while measuring (``Model.trace``).
 
     Returns
     -------
@@ -137,12 +137,12 @@ def in_context_score(losses) -> float:
 
     Olsson et al. compare the 500th token with the 50th in windows of 8,192;
     here the windows are short, so the parts compared are fractions of the
-    window (:data:`EARLY`, :data:`LATE`).
+    window (``EARLY``, ``LATE``).
 
     Parameters
     ----------
     losses : (n, T) ndarray
-        Per-token losses on text windows (:func:`token_losses`).
+        Per-token losses on text windows (``token_losses``).
 
     Examples
     --------

@@ -427,7 +427,7 @@ def checkpoints(name, dtype=np.float64) -> dict:
 
 
 def load(name, dtype=np.float64) -> Model:
-    """A shipped model by name (see :func:`available`), or a model file by path.
+    """A shipped model by name (see ``available()``), or a model file by path.
 
     The weights are checked against the SHA-256 in their card, so a file
     changed after training is refused rather than silently read.
