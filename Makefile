@@ -54,7 +54,9 @@ JUPYTER_MODE := $(VENV)/.jupyter-mode
 $(JUPYTER_MODE): | $(STAMP)
 	$(BIN)/python -m pm_course.jupyter_mode student && echo student > $@
 
-install: $(STAMP) $(KERNEL_CONFIG) $(JUPYTER_MODE)
+# install also installs bubblewrap for grading (the sandbox target, below) when run as root;
+# otherwise it names the package to ask for.
+install: $(STAMP) $(KERNEL_CONFIG) $(JUPYTER_MODE) sandbox
 
 instructor student: install
 	$(BIN)/python -m pm_course.jupyter_mode $@ && echo $@ > $(JUPYTER_MODE)
@@ -150,7 +152,8 @@ assignments: $(STAMP)
 
 # Student code runs in a bubblewrap sandbox; MEMORY and CPU cap each kernel process
 # (defaults 2G and 120 s); JOBS notebooks run at once (default: the number of cores);
-# UNSAFE=1 grades without a sandbox where bwrap is missing. The submissions come from a
+# UNSAFE=1 grades without a sandbox where bwrap is missing (it sets PM_GRADE_UNSAFE=1, which
+# is what pm-course reads: PM_GRADE_UNSAFE=1 pm-course grade). The submissions come from a
 # folder (SUBMISSIONS=DIR) or an LMS's zip (FROM=canvas|moodle ZIP=... [ROSTER=...]
 # [ASSIGNMENT=...]); STUDENT=... and ASSIGNMENT=... regrade only those.
 FROM ?= folder
@@ -166,8 +169,8 @@ grade: $(STAMP) sandbox
 # Debian's bubblewrap (and util-linux's prlimit) for grading.
 sandbox:
 	@$(call apt_install,command -v bwrap >/dev/null && command -v prlimit >/dev/null,bubblewrap util-linux,\
-	    to grade student code in a sandbox,echo "could not install bubblewrap: grading will refuse to run student code (UNSAFE=1 overrides)",\
-	    echo "bubblewrap is missing and this user cannot apt-get it: grading will refuse to run student code (UNSAFE=1 overrides)")
+	    to grade student code in a sandbox,echo "could not install bubblewrap: grading will refuse to run student code (make grade UNSAFE=1, or PM_GRADE_UNSAFE=1 for pm-course, overrides)",\
+	    echo "bubblewrap is missing and this user cannot apt-get it (ask for the Debian packages bubblewrap and util-linux): grading will refuse to run student code (make grade UNSAFE=1, or PM_GRADE_UNSAFE=1 for pm-course, overrides)")
 
 # Every listed wrong answer and valid alternative, graded through make grade (the sandbox
 # included); make test grades a representative class of them (tests/test_fairness.py).

@@ -29,11 +29,17 @@ A term with an LMS:
 """
 
 
-def _date(text: str) -> datetime:
+def _due(text: str) -> tuple[str, datetime]:
+    """``ASSIGNMENT=DATETIME`` (``--due 01_copying='2025-03-03 23:59'``): one assignment's deadline."""
+    name, eq, when = text.partition("=")
+    if not eq or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: --due names its assignment now: --due 01_copying='2025-03-03"
+                                         " 23:59' (repeat it for more; course.toml keeps them for the term)")
     try:
-        return datetime.fromisoformat(text)
+        return name.strip(), datetime.fromisoformat(when.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date and time like 2025-03-01 or '2025-03-01 23:59'")
+        raise argparse.ArgumentTypeError(f"{when!r} is not a date and time like 2025-03-01 or '2025-03-01 23:59'"
+                                         ) from None
 
 
 def _percent(text: str) -> float:
@@ -50,19 +56,29 @@ def _late_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--late-penalty", type=_percent, metavar="PERCENT_PER_DAY", default=None,
                         help="take this percent of the score per day late (default: no penalty; late work is"
                              " marked all the same, and every penalty is printed)")
-    parser.add_argument("--due", type=_date, metavar="DATETIME", default=None,
-                        help="the deadline, to count the days late from the submission times (e.g. '2025-03-01"
-                             " 23:59'); without it, work the LMS marked late counts as one day late")
+    parser.add_argument("--due", type=_due, action="append", metavar="ASSIGNMENT=DATETIME", default=None,
+                        help="one assignment's deadline for this run, e.g. --due 01_copying='2025-03-03 23:59'"
+                             " (repeat for more), in place of course.toml's; days late count from each"
+                             " assignment's own due date (and each student's extension); without one, work the"
+                             " LMS marked late counts as one day late")
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line: one subparser per step of the course."""
     top = argparse.ArgumentParser(prog="pm-course", description="The course from the exercises to the LMS's gradebook, one subcommand per step.",
                                   epilog=LMS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--config", type=Path, metavar="FILE", default=None,
+                     help="the course file (default: course.toml in the repository): time zone, due dates,"
+                          " gradebook columns, extensions; pm-course init writes one")
     top.add_argument("--course", type=Path, metavar="DIR", default=None,
                      help="the course folder, where everything generated goes (default: $PM_COURSE_DIR, else"
                           " course/ in the repository)")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("init", help="write a commented course file (course.toml) listing the assignments",
+                   description="Write course.toml (or --config FILE) with every key commented out: the time zone,"
+                               " each assignment's due date and gradebook column, students' extensions. An"
+                               " existing file is never replaced.")
 
     sub.add_parser("assignments", help="check the exercises' test cells and release the student versions",
                    description="Check that each test cell stands alone and judges its own function, then release"
@@ -96,6 +112,9 @@ def parser() -> argparse.ArgumentParser:
                    help="regrade only this assignment (repeat for more)")
     p.add_argument("--jobs", type=int, metavar="N", default=None,
                    help="notebooks graded at once (default: $PM_GRADE_JOBS, else the number of cores)")
+    p.add_argument("--all", dest="everything", action="store_true",
+                   help="regrade every notebook collected (default: only those new or changed since the last"
+                        " run, and those of an assignment whose source changed)")
 
     p = sub.add_parser("export", help="write the grades as an LMS imports them",
                        description="Write the grades for an LMS: Canvas's gradebook import (from its own export as"
@@ -110,7 +129,13 @@ def parser() -> argparse.ArgumentParser:
                         " grades.csv)")
     p.add_argument("--assignment", metavar="A", default=None,
                    help="the assignment a Moodle worksheet is for (default: the one its file name or the"
-                        " grades name)")
+                        " grades name); refused when the worksheet's file name names another")
+    p.add_argument("--new-columns", action="store_true",
+                   help="Canvas: give an assignment with no gradebook column a new one (a new assignment in"
+                        " Canvas); default: refuse, naming the gradebook's columns")
+    p.add_argument("--no-rescale", action="store_true",
+                   help="refuse when the gradebook's points differ from the assignment's (default: rescale"
+                        " the scores to the gradebook's points, printing each rescaling)")
     _late_options(p)
 
     p = sub.add_parser("feedback", help="pack each feedback page as the LMS takes it back",
@@ -132,6 +157,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if args.course is not None:  # read when the modules load: set before importing them
         os.environ["PM_COURSE_DIR"] = str(args.course.resolve())
+    if args.config is not None:
+        os.environ["PM_COURSE_CONFIG"] = str(args.config.resolve())
+    if args.command == "init":
+        from .config import init
+
+        init()
+        return
+    from .config import load
+
+    load()  # a mistake in the course file stops every command, naming it
     if args.command == "assignments":
         from .assignments import assignments
 
@@ -144,15 +179,16 @@ def main(argv: list[str] | None = None) -> None:
         from .grade import grade
 
         grade(args.submissions.resolve() if args.submissions else None, students=args.student,
-              assignments=args.assignment, n_jobs=args.jobs)
+              assignments=args.assignment, n_jobs=args.jobs, everything=args.everything)
     elif args.command == "export":
         from .export import Late, export
 
-        export(args.to, args.template, args.output, Late(args.late_penalty, args.due), args.assignment)
+        export(args.to, args.template, args.output, Late.of(args.late_penalty, args.due), args.assignment,
+               new_columns=args.new_columns, rescale=not args.no_rescale)
     elif args.command == "feedback":
         from .export import Late, pack_feedback
 
-        pack_feedback(args.output, Late(args.late_penalty, args.due))
+        pack_feedback(args.output, Late.of(args.late_penalty, args.due))
     elif args.command == "book":
         from .book import book
 

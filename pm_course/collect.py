@@ -259,6 +259,7 @@ def _add_roster(found: Class, people: list, covered: set, ids: dict, source: str
         for e in found.entries:  # the worksheet's word on lateness and time, where the zip has none
             if e.lms_id == person.lms_id and source == "moodle":
                 e.late = e.late or person.late
+            if e.lms_id == person.lms_id:  # the roster's name ("Núñez, José"), not the zip's ("nunezjose")
                 e.name = person.name or e.name
     if people:
         for e in found.entries:

@@ -23,13 +23,15 @@ import math
 import re
 import shutil
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from . import lms, submissions
 from .collect import MANIFEST
-from .course import COURSE, CourseError, expected_notebooks, max_points
+from .config import Course
+from .config import load as load_config
+from .course import COURSE, CourseError, assignment_names, expected_notebooks, max_points
 from .feedback import MATHJAX_URL
 from .grade import grades
 from .submissions import GRADED, MISSING
@@ -38,26 +40,71 @@ EXPORT = COURSE / "export"
 TARGETS = ("canvas", "moodle", "csv")
 
 
+MOODLE_TIME = "%A, %d %B %Y, %I:%M %p"  # a worksheet's "Last modified (submission)": "Sunday, 2 March 2025, 2:00 PM"
+
+
+def submitted_at(text: str) -> datetime | None:
+    """When an entry was submitted, from the zip's time (ISO) or Moodle's worksheet; None when unreadable."""
+    for parse in (datetime.fromisoformat, lambda t: datetime.strptime(t, MOODLE_TIME)):
+        try:
+            return parse(text.strip())
+        except ValueError:
+            continue
+    return None
+
+
 @dataclass
 class Late:
-    """The late policy: ``percent`` of the score per day late (None: no penalty), counted from ``due``."""
+    """The late policy: ``percent`` of the score per day late (None: no penalty).
+
+    Days late count from each assignment's own due date: ``dues`` (``--due
+    A=DATETIME``, for one run) or the course file's, and a student's extension
+    in the course file beats both. Naive times (the LMS's submission times, the
+    due dates) are read in the course file's time zone.
+    """
 
     percent: float | None = None
-    due: datetime | None = None
+    dues: dict[str, datetime] = field(default_factory=dict)
+    config: Course = field(default_factory=Course)
+
+    @classmethod
+    def of(cls, percent: float | None = None, dues: list[tuple[str, datetime]] | None = None) -> Late:
+        """The policy of the command line (``--late-penalty``, ``--due A=DATETIME`` pairs) and the course file."""
+        config = load_config()
+        known = assignment_names()
+        given: dict[str, datetime] = {}
+        for name, when in dues or []:
+            if name not in known:
+                raise CourseError(f"--due {name}=...: {name!r} is not an assignment: expected one of {', '.join(known)}")
+            if name in given:
+                raise CourseError(f"--due {name}=... given twice")
+            given[name] = config.localize(when)
+        return cls(percent, given, config)
+
+    def due(self, entry) -> tuple[datetime | None, str]:
+        """(due date, where it comes from) for one entry: the student's extension, ``--due``, the course file."""
+        own = self.config.extensions.get(entry.student, {}).get(entry.assignment)
+        if own is not None:
+            return own, "extension"
+        if entry.assignment in self.dues:
+            return self.dues[entry.assignment], "--due"
+        return self.config.due(entry.assignment)
 
     def days(self, entry) -> tuple[int, str]:
         """(days late, how they were counted) for one graded entry."""
-        if self.due and entry.submitted:
-            try:
-                when = datetime.fromisoformat(entry.submitted)
-            except ValueError:
-                when = None
+        due, _ = self.due(entry)
+        if due is not None:
+            when = submitted_at(entry.submitted) if entry.submitted else None
             if when is not None:
-                days = math.ceil((when - self.due).total_seconds() / 86400)
+                when = self.config.localize(when)
+                if (when.tzinfo is None) != (due.tzinfo is None):  # one with an offset, no time zone for the other
+                    when = when.replace(tzinfo=due.tzinfo)
+                days = math.ceil((when - due).total_seconds() / 86400)
                 if days > 0:
-                    return days, f"submitted {entry.submitted}, due {self.due:%Y-%m-%d %H:%M}"
+                    return days, f"submitted {when:%Y-%m-%d %H:%M}, due {due:%Y-%m-%d %H:%M}"
+                return 0, ""
         if entry.late:
-            return 1, "marked late by the LMS (counted as 1 day: pass --due to count the days)"
+            return 1, "marked late by the LMS, counted as 1 day"
         return 0, ""
 
     def apply(self, entry) -> tuple[float | None, str]:
@@ -70,6 +117,25 @@ class Late:
         cut = min(100.0, self.percent * days)
         final = round(entry.score * (1 - cut / 100), 2)
         return final, f"late {days} day(s), -{cut:g}%: {entry.score:g} -> {final:g} ({how})"
+
+    def describe(self, entries) -> None:
+        """Print the policy: the due date in force for each assignment exported, extensions, what has none."""
+        names = sorted({e.assignment for e in entries})
+        if self.percent is not None:
+            print(f"Late policy: -{self.percent:g}% of the score per day late.")
+        for a in names:
+            due, where = (self.dues[a], "--due") if a in self.dues else self.config.due(a)
+            if due is not None:
+                print(f"  {a}: due {due:%Y-%m-%d %H:%M %Z}".rstrip() + f" ({where})")
+            elif any(e.late for e in entries if e.assignment == a):
+                print(f"  {a}: no due date (set due under [assignments.{a}] in the course file, or --due"
+                      f" {a}=DATETIME): work the LMS marked late counts as 1 day late")
+        students = {e.student for e in entries}
+        for student, own in sorted(self.config.extensions.items()):
+            for a, due in sorted(own.items()):
+                if a in names:
+                    print(f"  {student}: {a} due {due:%Y-%m-%d %H:%M} (extension)"
+                          + ("" if student in students else ": no such student in grades.csv"))
 
 
 def _points(x: float | None) -> str:
@@ -92,91 +158,220 @@ def _by_lms_id(kind: str) -> dict[tuple[str, str], object]:
     return {(e.lms_id, e.assignment): e for e in grades() if e.lms == kind and e.lms_id}
 
 
-def _write(out: Path, columns: list[str], rows: list[dict], encoding: str, template: Path | None = None) -> Path:
+def _write(out: Path, columns: list[str], rows: list[dict], encoding: str, template: Path | None = None,
+           delimiter: str = ",") -> Path:
     if template is not None and out.resolve() == template.resolve():
         raise CourseError(f"-o {out} is the template itself: write the import to another file")
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding=encoding) as f:
-        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer = csv.DictWriter(f, columns, extrasaction="ignore", delimiter=delimiter)
         writer.writeheader()
         writer.writerows(rows)
     return out
 
 
-def to_canvas(template: Path, out: Path | None, late: Late) -> Path:
+def _number(text: str) -> float | None:
+    """A number as a gradebook writes it ("8", "8.0", "8,5" where commas are decimal points); None if not one."""
+    try:
+        return float(text.strip().replace(",", "."))
+    except ValueError:
+        return None
+
+
+def canvas_assignment_columns(columns: list[str]) -> list[str]:
+    """The gradebook's assignment columns: ``<name> (<Canvas id>)``, not its identity or total columns."""
+    return [c for c in columns if c not in lms.CANVAS_IDS and re.search(r"\(\d+\)\s*$", c)]
+
+
+def canvas_columns(table: lms.Table, names: list[str], config: Course, new_columns: bool = False) -> dict[str, str]:
+    """The gradebook column each assignment fills: the course file's ``canvas``, else ``<name> (<id>)`` exactly.
+
+    Raises
+    ------
+    CourseError
+        When the course file names a column the gradebook does not have, or an
+        assignment has no column (unless ``new_columns``: then its bare name,
+        which Canvas's import makes a new assignment of), or two assignments
+        would fill one column.
+    """
+    theirs = canvas_assignment_columns(table.columns)
+    header, missing = {}, []
+    for a in names:
+        want = config.assignment(a).canvas
+        if want:
+            found = [c for c in table.columns if c.strip() == want]
+            if not found:
+                raise CourseError(f"{config.source}: [assignments.{a}] canvas = {want!r} is not a column of"
+                                  f" {table.path}; its assignment columns are: {'; '.join(theirs) or 'none'}")
+            header[a] = found[0]
+            continue
+        own = [c for c in theirs if re.fullmatch(rf"{re.escape(a)}\s*\(\d+\)", c.strip())]
+        if own:
+            header[a] = own[0]
+        elif new_columns:
+            header[a] = a
+        else:
+            missing.append(a)
+    if missing:
+        raise CourseError(
+            f"{table.path}: no gradebook column for {', '.join(missing)}, so its scores would make a new assignment"
+            f" in Canvas. Its assignment columns are: {'; '.join(theirs) or 'none'}. Say which column each fills in"
+            f" the course file ({config.source or 'course.toml: pm-course init writes one'}), e.g."
+            f" [assignments.{missing[0]}] canvas = \"{theirs[0] if theirs else missing[0] + ' (1234)'}\";"
+            " or pass --new-columns to make new assignments.")
+    used = [header[a] for a in names]
+    twice = sorted({c for c in used if used.count(c) > 1})
+    if twice:
+        raise CourseError(f"{table.path}: one column for two assignments: "
+                          + "; ".join(f"{c} <- {', '.join(a for a in names if header[a] == c)}" for c in twice))
+    return header
+
+
+def _scales(table: lms.Table, header: dict[str, str], rescale: bool) -> dict[str, float]:
+    """Each assignment's factor to the gradebook's Points Possible (1 where they agree); each rescaling printed."""
+    points = [i for i, r in enumerate(table.rows) if lms.POINTS_POSSIBLE in (r.get("Student") or "")]
+    scales = {a: 1.0 for a in header}
+    if not points:
+        return scales
+    i = points[0]
+    for a, column in header.items():
+        raw = (table.rows[i].get(column) or "").strip() if column in table.columns else ""
+        if not raw:
+            continue
+        theirs, ours = _number(raw), max_points(a)
+        if theirs is None or theirs < 0:
+            raise CourseError(f"{table.where(i, column)}: Points Possible {raw!r} is not a number of points")
+        if theirs == ours:
+            continue
+        if not rescale:
+            raise CourseError(f"{table.where(i, column)}: the gradebook's {column!r} is out of {theirs:g} points, but"
+                              f" {a} is out of {ours:g}: change the assignment's points in Canvas, or export without"
+                              " --no-rescale to rescale the scores to the gradebook's points")
+        if theirs == 0 or ours == 0:
+            raise CourseError(f"{table.where(i, column)}: cannot rescale {a} from {ours:g} to {theirs:g} points")
+        scales[a] = theirs / ours
+        print(f"Rescaled {a}: the gradebook's {column!r} is out of {theirs:g} points, the assignment out of"
+              f" {ours:g}: scores x {theirs:g}/{ours:g} (a full {ours:g} becomes {theirs:g})")
+    return scales
+
+
+def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = False, rescale: bool = True) -> Path:
     """Canvas's gradebook import from its exported gradebook ``template``; the file written."""
-    columns, rows, encoding = lms.read_csv(template)
-    if lms.kind(columns) != "canvas":
+    table = lms.read_table(template)
+    if lms.kind(table.columns, template) != "canvas":
         raise CourseError(f"{template}: a Moodle worksheet, not a Canvas gradebook: use --to moodle")
     scores = _by_lms_id("canvas")
     names = sorted({a for _, a in scores} or expected_notebooks())
-    header = {}
-    for a in names:  # the template's own column for the assignment, when it has one
-        own = [c for c in columns if re.fullmatch(rf"{re.escape(a)}\s*\(\d+\)", c.strip())]
-        header[a] = own[0] if own else a
-    ids = [c for c in columns if c in lms.CANVAS_IDS]
-    out_rows = []
-    if any(lms.POINTS_POSSIBLE in r.get("Student", "") for r in rows):
-        out_rows.append({"Student": "    " + lms.POINTS_POSSIBLE, **{header[a]: _points(max_points(a)) for a in names}})
-    for row in rows:
-        if not lms.is_student_row("canvas", row):
+    header = canvas_columns(table, names, late.config, new_columns)
+    scales = _scales(table, header, rescale)
+    ids = [c for c in table.columns if c in lms.CANVAS_IDS]
+    out_rows, roster, tests = [], set(), []
+    for i, row in enumerate(table.rows):
+        if lms.POINTS_POSSIBLE in row["Student"]:
+            out_rows.append({"Student": row["Student"], **{c: row.get(c, "") for c in ids if c != "Student"},
+                             **{header[a]: (row.get(header[a]) or "").strip() or _points(max_points(a) * scales[a])
+                                for a in names}})
             continue
+        if lms.is_test_student(row["Student"]):
+            tests.append(f"{row['Student']} ({row['ID']})")
+            continue
+        if not row["ID"].strip():
+            if row["Student"].strip():
+                raise CourseError(f"{table.where(i, 'ID')}: {row['Student']!r} has no Canvas id; export the"
+                                  " gradebook again")
+            continue
+        roster.add(row["ID"].strip())
         new = {c: row[c] for c in ids}
         for a in names:
             entry = scores.get((row["ID"].strip(), a))
             final, note = late.apply(entry) if entry is not None and entry.status == GRADED else (None, "")
-            new[header[a]] = _points(final)
+            new[header[a]] = _points(None if final is None else final * scales[a])
             if note:
                 print(f"  {row['Student']} ({row['ID']}) {a}: {note}")
         out_rows.append(new)
-    out = _write(out or EXPORT / "canvas-grades.csv", ids + [header[a] for a in names], out_rows, encoding, template)
-    _unmatched(scores, {r["ID"].strip() for r in rows if lms.is_student_row("canvas", r)}, "gradebook")
+    columns = ids + [header[a] for a in names]
+    out = _write(out or EXPORT / "canvas-grades.csv", columns, out_rows, table.encoding, template, table.delimiter)
+    _unmatched(scores, roster, "gradebook")
+    if tests:
+        print(f"  left out: Canvas's test student {', '.join(tests)}")
     print(f"Canvas gradebook import: {out} ({len(out_rows)} rows, {', '.join(header[a] for a in names)});"
           " import it in Canvas: Grades > Import")
     return out
 
 
 def _unmatched(scores: dict, roster_ids: set, what: str) -> None:
-    lost = sorted({f"{e.student} ({lid})" for (lid, _), e in scores.items() if lid not in roster_ids})
+    lost = sorted({f"{e.student} ({lid})" for (lid, _), e in scores.items()
+                   if lid not in roster_ids and not lms.is_test_student(e.name)})
     if lost:
         print(f"  not in the {what} (left out, check the roster): {', '.join(lost)}")
 
 
-def _moodle_assignment(template: Path, given: str | None, scores: dict) -> str:
+def _folded(text: str) -> str:
+    return lms.slug(text)
+
+
+def worksheet_names(template: Path, config: Course) -> list[str]:
+    """The assignments a Moodle worksheet's file name names (``Grades-<course>-<assignment>-<id>.csv``).
+
+    An assignment is named by the course file's ``moodle`` name, or its own
+    name (``03_subspace``), appearing in the file name.
+    """
+    name = _folded(template.stem)
+    found = []
+    for a in assignment_names():
+        moodle = config.assignment(a).moodle
+        if (moodle and _folded(moodle) in name) or _folded(a) in name:
+            found.append(a)
+    return found
+
+
+def _moodle_assignment(template: Path, given: str | None, scores: dict, config: Course) -> str:
+    named = worksheet_names(template, config)
     if given:
         if given not in expected_notebooks():
             raise CourseError(f"--assignment {given!r} is not an assignment: expected one of {sorted(expected_notebooks())}")
+        if named and given not in named:
+            raise CourseError(f"{template.name} is the worksheet of {', '.join(named)} (its file name says so), not"
+                              f" of --assignment {given}: download {given}'s grading worksheet from Moodle, or pass"
+                              f" --assignment {named[0]}")
         return given
-    graded = sorted({a for _, a in scores})
-    named = [a for a in graded if a in template.name]
     if len(named) == 1:
         return named[0]
-    if len(graded) == 1:
+    graded = sorted({a for _, a in scores})
+    if not named and len(graded) == 1:
         return graded[0]
-    raise CourseError(f"{template.name}: which assignment is this worksheet for? Pass --assignment (one of {graded})")
+    raise CourseError(f"{template.name}: which assignment is this worksheet for? Pass --assignment (one of"
+                      f" {named or graded}), or set moodle = \"<its Moodle name>\" under [assignments.<name>] in the"
+                      " course file")
 
 
-def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | None = None) -> Path:
+def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | None = None, rescale: bool = True) -> Path:
     """The Moodle grading worksheet ``template`` with Grade and Feedback comments filled in; the file written."""
-    columns, rows, encoding = lms.read_csv(template)
-    if lms.kind(columns) != "moodle":
+    table = lms.read_table(template)
+    columns, rows = table.columns, table.rows
+    if lms.kind(columns, template) != "moodle":
         raise CourseError(f"{template}: a Canvas gradebook, not a Moodle worksheet: use --to canvas")
     scores = _by_lms_id("moodle")
-    assignment = _moodle_assignment(template, assignment, scores)
+    assignment = _moodle_assignment(template, assignment, scores, late.config)
     ours = max_points(assignment)
-    for row in rows:
-        entry = scores.get((lms.moodle_participant(row[lms.MOODLE_ID]), assignment))
+    told = set()
+    for i, row in enumerate(rows):
+        participant = lms.moodle_participant(row[lms.MOODLE_ID])
+        if not participant:
+            raise CourseError(f"{table.where(i, lms.MOODLE_ID)}: {row[lms.MOODLE_ID]!r} is not \"Participant"
+                              " <number>\"; download the grading worksheet again")
+        entry = scores.get((participant, assignment))
         if entry is None:
             continue
         final, note = late.apply(entry) if entry.status == GRADED else (None, "")
-        scale = _scale(row.get("Maximum Grade", ""), ours)
+        scale = _scale(table, i, ours, rescale, told)
         if final is not None:
             row["Grade"] = f"{final * scale:.2f}"
         if note:
             print(f"  {row['Full name']} ({row[lms.MOODLE_ID]}): {note}")
         if "Feedback comments" in columns:
             row["Feedback comments"] = comment(entry, final, note)
-    out = _write(out or EXPORT / f"moodle-{assignment}.csv", columns, rows, encoding, template)
+    out = _write(out or EXPORT / f"moodle-{assignment}.csv", columns, rows, table.encoding, template, table.delimiter)
     _unmatched({k: v for k, v in scores.items() if k[1] == assignment},
                {lms.moodle_participant(r[lms.MOODLE_ID]) for r in rows}, "worksheet")
     print(f"Moodle grading worksheet for {assignment}: {out} ({len(rows)} rows); upload it in the assignment:"
@@ -184,13 +379,24 @@ def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | No
     return out
 
 
-def _scale(maximum: str, ours: float) -> float:
-    """Points to the worksheet's scale (its Maximum Grade) when that differs from the assignment's points."""
-    try:
-        theirs = float(maximum.replace(",", "."))
-    except ValueError:
+def _scale(table: lms.Table, i: int, ours: float, rescale: bool, told: set) -> float:
+    """Points to the worksheet's scale (row ``i``'s Maximum Grade) when that differs from the assignment's points."""
+    raw = (table.rows[i].get("Maximum Grade") or "").strip()
+    if not raw:
         return 1.0
-    return theirs / ours if theirs > 0 and ours > 0 else 1.0
+    theirs = _number(raw)
+    if theirs is None or theirs <= 0:
+        raise CourseError(f"{table.where(i, 'Maximum Grade')}: {raw!r} is not a number of points")
+    if theirs == ours or ours <= 0:
+        return 1.0
+    if not rescale:
+        raise CourseError(f"{table.where(i, 'Maximum Grade')}: the worksheet grades out of {theirs:g}, the assignment"
+                          f" is out of {ours:g}: change the maximum grade in Moodle, or export without --no-rescale")
+    if theirs not in told:
+        told.add(theirs)
+        print(f"Rescaled: the worksheet grades out of {theirs:g}, the assignment is out of {ours:g}: scores x"
+              f" {theirs:g}/{ours:g}")
+    return theirs / ours
 
 
 def to_csv(out: Path | None, late: Late) -> Path:
@@ -207,20 +413,38 @@ def to_csv(out: Path | None, late: Late) -> Path:
 
 
 def export(to: str, template: Path | None = None, out: Path | None = None, late: Late | None = None,
-           assignment: str | None = None) -> Path:
-    """Write the grades as ``to`` ("canvas", "moodle" or "csv") takes them; the file written."""
-    late = late or Late()
+           assignment: str | None = None, new_columns: bool = False, rescale: bool = True) -> Path:
+    """Write the grades as ``to`` ("canvas", "moodle" or "csv") takes them; the file written.
+
+    Parameters
+    ----------
+    to : {"canvas", "moodle", "csv"}
+        The LMS (or a plain CSV).
+    template : Path, optional
+        The LMS's own file: Canvas's gradebook export, Moodle's grading worksheet.
+    out : Path, optional
+        Where to write (default: in ``course/export/``).
+    late : Late, optional
+        The late policy (default: the course file's due dates, no penalty).
+    assignment : str, optional
+        The assignment a Moodle worksheet is for.
+    new_columns : bool
+        Canvas: an assignment with no gradebook column gets a new one (else refused).
+    rescale : bool
+        Rescale scores to the LMS's points where they differ (else refused).
+    """
+    late = late or Late.of()
     if to not in TARGETS:
         raise CourseError(f"--to must be one of {TARGETS}, not {to!r}")
-    if late.percent is not None:
-        print(f"Late policy: -{late.percent:g}% of the score per day late"
-              + (f", due {late.due:%Y-%m-%d %H:%M}" if late.due else ""))
-    if to == "csv":
-        return to_csv(out, late)
-    if template is None:
+    if to != "csv" and template is None:
         what = "gradebook export (Grades > Export)" if to == "canvas" else "grading worksheet (Download grading worksheet)"
         raise CourseError(f"--to {to} needs the LMS's own {what} as the template")
-    return to_canvas(template, out, late) if to == "canvas" else to_moodle(template, out, late, assignment)
+    late.describe([e for e in grades() if e.status == GRADED])
+    if to == "csv":
+        return to_csv(out, late)
+    if to == "canvas":
+        return to_canvas(template, out, late, new_columns, rescale)
+    return to_moodle(template, out, late, assignment, rescale)
 
 
 # --- feedback -------------------------------------------------------------------
@@ -236,7 +460,7 @@ def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Pat
       MathJax from ``mathjax/`` at the zip's root.
     - A folder: ``course/feedback/`` is already one folder per student.
     """
-    late = late or Late()
+    late = late or Late.of()
     out = out or EXPORT
     sources = {(e.student, e.assignment): e.source for e in submissions.read_manifest(MANIFEST)}
     mathjax = COURSE / "feedback" / "mathjax"

@@ -16,6 +16,8 @@ and every score that changed is printed.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -23,11 +25,13 @@ from pathlib import Path
 
 from . import assignments as assignments_mod
 from . import collect as collect_mod
-from . import feedback, hidden
+from . import feedback, hidden, lms
 from . import submissions as submissions_mod
-from .course import COURSE, CourseError, api, expected_notebooks, max_points, source_notebook, worker_start
+from .course import (COURSE, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
+                     worker_start)
 
 GRADES = COURSE / "grades.csv"
+GRADED_HASHES = COURSE / "graded.json"  # what each notebook was when last graded, so that grade skips it unchanged
 COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
            "late", "submitted", "name", "lms", "lms_id")
 
@@ -176,8 +180,34 @@ def select(entries, students=None, assignments=None):
             and (not assignments or e.assignment in assignments)]
 
 
-def grade(submissions: Path | None = None, students=None, assignments=None, n_jobs: int | None = None) -> None:
+def _digest(entry) -> str:
+    """A SHA-256 of the notebook collected for ``entry`` ("" when there is none)."""
+    path = COURSE / "submitted" / entry.student / entry.assignment / expected_notebooks()[entry.assignment]
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+
+def _graded_before() -> dict[str, dict[str, str]]:
+    """What each notebook was when it was last graded: ``student/assignment`` -> submission and source hashes."""
+    try:
+        return json.loads(GRADED_HASHES.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def unchanged(entries, before: dict) -> list:
+    """The entries graded before whose notebook and assignment source are the same as then (not to grade again)."""
+    sources = {a: source_hash(a) for a in {e.assignment for e in entries}}
+    return [e for e in entries if e.status == submissions_mod.GRADED and before.get(f"{e.student}/{e.assignment}")
+            == {"submission": _digest(e), "source": sources[e.assignment]}]
+
+
+def grade(submissions: Path | None = None, students=None, assignments=None, n_jobs: int | None = None,
+          everything: bool = False) -> None:
     """Grade what was collected (after collecting ``submissions``, a folder, when given); write grades.csv.
+
+    Only what is new or changed since the last run is graded: a notebook is
+    graded again when it (its SHA-256) or its assignment's source changed, or
+    when ``students``, ``assignments`` or ``everything`` ask for it.
 
     Parameters
     ----------
@@ -188,6 +218,8 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         grades.csv stay as they were.
     n_jobs : int, optional
         Notebooks graded at once (default ``$PM_GRADE_JOBS``, else the number of cores).
+    everything : bool
+        Grade every notebook collected again (``--all``), changed or not.
     """
     from . import sandbox
 
@@ -197,6 +229,10 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     if submissions is not None:
         collect_mod.collect("folder", submissions)
     entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
+    tests = sorted({e.student for e in entries if lms.is_test_student(e.name or e.student.rsplit("_", 1)[0])})
+    if tests:  # Canvas's test student: never graded, never in grades.csv, never exported
+        print(f"Not graded: Canvas's test student ({', '.join(tests)}).")
+        entries = [e for e in entries if e.student not in tests]
     if not entries:
         raise CourseError(f"nothing collected yet ({collect_mod.MANIFEST} is missing): run pm-course collect first,"
                           " or pass the submissions folder to grade")
@@ -214,11 +250,24 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in regrade]
         regrade = {(e.student, e.assignment) for e in chosen}
     feedback.install_mathjax(COURSE / "feedback")  # the pages load it from there, offline
+    before = read_grades(GRADES)
+    hashes = _graded_before()
+    # only what is new or changed, unless asked for by name (--student, --assignment) or --all
+    same = [] if everything or students or assignments else \
+        [e for e in unchanged(chosen, hashes) if (e.student, e.assignment) in before]
+    if same:  # kept as they were graded: their rows below come from grades.csv
+        skip = {id(e) for e in same}
+        chosen = [e for e in chosen if id(e) not in skip]
+        regrade -= {(e.student, e.assignment) for e in same}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
     _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
     _read_scores(chosen)
-    before = read_grades(GRADES)
+    sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
+    hashes.update({f"{e.student}/{e.assignment}": {"submission": _digest(e), "source": sources[e.assignment]}
+                   for e in todo})
+    GRADED_HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
     rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
+            **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},
             **{(e.student, e.assignment): _row(e) for e in chosen}}
     for e in entries:  # collected, never graded: their manifest's status, without a score
         rows.setdefault((e.student, e.assignment), _row(e) if e.status != submissions_mod.GRADED
@@ -226,13 +275,21 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     write_grades(rows, GRADES)
     _say_what_changed(before, rows, regrade)
     everyone = [_entry(r) for r in rows.values()]
-    print(submissions_mod.summary(everyone, {name: max_points(name) for name in expected_notebooks()}))
+    collected = sorted({e.assignment for e in everyone})  # mid-term, the assignments so far: not all of them
+    print(submissions_mod.summary(everyone, {name: max_points(name) for name in collected}))
     for entry in everyone:
         if entry.status == submissions_mod.FAILED:
             print(f"  {entry.student}/{entry.assignment}: could not be graded: {entry.reason}")
-    graded = sum(e.status == submissions_mod.GRADED for e in chosen)
-    print(f"Graded {graded} notebooks of {len({e.student for e in chosen})} students"
-          + ("" if len(chosen) == len(entries) else f" (of {len({e.student for e in entries})}: the rest kept)") + ".")
+    graded = sum(e.status == submissions_mod.GRADED for e in todo)
+    if todo or not same:
+        print(f"Graded {graded} notebooks of {len({e.student for e in chosen})} students"
+              + ("" if len(chosen) == len(entries) else f" (of {len({e.student for e in entries})}: the rest kept)")
+              + ".")
+    else:
+        print("Graded 0 notebooks: nothing new or changed since the last run.")
+    if same:
+        print(f"Unchanged since they were graded, kept: {len(same)} notebooks (pm-course grade --all grades"
+              " them again).")
     print(f"Grades:   {GRADES} (one row per student and assignment, with a status)")
     print(f"Feedback: {COURSE / 'feedback'}")
 
@@ -261,6 +318,12 @@ def _row(e) -> dict:
             "submitted": e.submitted, "name": e.name, "lms": e.lms, "lms_id": e.lms_id}
 
 
+def _refresh(row: dict, e) -> dict:
+    """A row of grades.csv kept from the last grading, with what the manifest says now of the student and the LMS."""
+    return {**row, "name": e.name, "lms": e.lms, "lms_id": e.lms_id, "late": "late" if e.late else "",
+            "submitted": e.submitted}
+
+
 def _entry(row: dict):
     entry = submissions_mod.Entry(row["student_id"], row["assignment"], status=row["status"], reason=row["reason"],
                                   name=row.get("name", ""), lms=row.get("lms", ""), lms_id=row.get("lms_id", ""),
@@ -282,7 +345,7 @@ def grades() -> list:
     """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
     if not GRADES.is_file():
         raise CourseError(f"no grades yet ({GRADES} is missing): run pm-course grade first")
-    return [_entry(r) for r in read_grades(GRADES).values()]
+    return [e for e in map(_entry, read_grades(GRADES).values()) if not lms.is_test_student(e.name)]
 
 
 def write_grades(rows: dict, out: Path) -> None:

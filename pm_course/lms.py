@@ -18,9 +18,10 @@ readable in the summary table, unique by the LMS's id, and safe as a folder name
 from __future__ import annotations
 
 import csv
+import io
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .course import CourseError
@@ -32,7 +33,7 @@ CANVAS_NAME = (r"^(?P<last_first>[^/]+?)_(?:(?P<late>LATE)_)?(?P<student_id>\d+)
                r"(?P<file_id>[^/]+)$")
 MOODLE_NAME = r"^(?P<full_name>[^/]+)_(?P<student_id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?/(?P<file_id>.+)$"
 CANVAS_IDS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
-CANVAS_TEST_STUDENT = "Student, Test"
+CANVAS_TEST_STUDENT = "Student, Test"  # Canvas's "Student View" student, in every course (also "Test Student")
 POINTS_POSSIBLE = "Points Possible"
 MOODLE_ID = "Identifier"
 
@@ -66,8 +67,41 @@ class Student:
     submitted: str = ""     # the worksheet's "Last modified (submission)"
 
 
-def read_csv(path: Path) -> tuple[list[str], list[dict], str]:
-    """(columns, rows, encoding) of an LMS's CSV; a byte-order mark is kept as the encoding to write back."""
+DELIMITERS = (",", ";", "\t")  # Canvas writes semicolons where the user's locale asks for them
+
+
+@dataclass
+class Table:
+    """An LMS's CSV as read: its columns, rows and the way to write it back alike."""
+
+    path: Path
+    columns: list[str]
+    rows: list[dict]
+    encoding: str = "utf-8"   # "utf-8-sig" when it came with a byte-order mark
+    delimiter: str = ","
+    lines: list[int] = field(default_factory=list)  # each row's line number in the file (the header is line 1)
+
+    def where(self, i: int, column: str | None = None) -> str:
+        """``file, row N[, column C]`` of row ``i``, for an error message."""
+        return f"{self.path}, row {self.lines[i]}" + (f", column {column!r}" if column else "")
+
+
+def _delimiter(header: str) -> str:
+    """The delimiter that splits the header line into the most columns (comma on a tie)."""
+    counts = {d: len(next(csv.reader([header], delimiter=d), [])) for d in DELIMITERS}
+    return max(DELIMITERS, key=lambda d: (counts[d], d == ","))
+
+
+def read_table(path: Path) -> Table:
+    """An LMS's CSV: comma, semicolon or tab separated (sniffed), UTF-8 with or without a byte-order mark.
+
+    Raises
+    ------
+    CourseError
+        Naming the file (and the row and column) when it is missing, not
+        UTF-8, has a column named twice, or a row with more or fewer fields
+        than the header.
+    """
     if not path.is_file():
         raise CourseError(f"{path}: no such file")
     raw = path.read_bytes()
@@ -76,19 +110,59 @@ def read_csv(path: Path) -> tuple[list[str], list[dict], str]:
         text = raw.decode(encoding)
     except UnicodeDecodeError as err:
         raise CourseError(f"{path}: not UTF-8 text ({err}); export it again from the LMS") from None
-    reader = csv.DictReader(text.splitlines())
-    columns = list(reader.fieldnames or [])
-    return columns, list(reader), encoding
+    if not text.strip():
+        raise CourseError(f"{path}: empty; export it again from the LMS")
+    delimiter = _delimiter(text.splitlines()[0])
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        columns = next(reader)
+        twice = sorted({c for c in columns if columns.count(c) > 1 and c})
+        if twice:
+            raise CourseError(f"{path}, row 1: column(s) named twice: {twice}")
+        table = Table(path, columns, [], encoding, delimiter)
+        for fields in reader:
+            if not any(f.strip() for f in fields):
+                continue
+            if len(fields) != len(columns):
+                what = (f"no value for column {columns[len(fields)]!r}" if len(fields) < len(columns)
+                        else f"{len(fields) - len(columns)} field(s) past the last column {columns[-1]!r}")
+                raise CourseError(f"{path}, row {reader.line_num}: {len(fields)} fields, but the header has"
+                                  f" {len(columns)} columns ({what}); export it again from the LMS")
+            table.rows.append(dict(zip(columns, fields)))
+            table.lines.append(reader.line_num)
+    except csv.Error as err:
+        raise CourseError(f"{path}, row {reader.line_num}: not CSV ({err})") from None
+    return table
 
 
-def kind(columns: list[str]) -> str:
+def read_csv(path: Path) -> tuple[list[str], list[dict], str]:
+    """(columns, rows, encoding) of an LMS's CSV (:func:`read_table`, for callers that need no more)."""
+    table = read_table(path)
+    return table.columns, table.rows, table.encoding
+
+
+CANVAS_NEEDS = ("Student", "ID", "Section")
+MOODLE_NEEDS = (MOODLE_ID, "Full name", "Grade")
+
+
+def kind(columns: list[str], path: Path | str = "the file") -> str:
     """Which LMS exported a CSV with these ``columns``: "canvas" or "moodle" (else an error saying what is missing)."""
-    if {"Student", "ID", "Section"} <= set(columns):
+    have = set(columns)
+    if set(CANVAS_NEEDS) <= have:
         return "canvas"
-    if {MOODLE_ID, "Full name", "Grade"} <= set(columns):
+    if set(MOODLE_NEEDS) <= have:
         return "moodle"
-    raise CourseError(f"neither a Canvas gradebook (Student, ID, ..., Section) nor a Moodle grading worksheet"
-                      f" (Identifier, Full name, ..., Grade): its columns are {columns[:8]}")
+    canvas, moodle = have & set(CANVAS_NEEDS), have & set(MOODLE_NEEDS)
+    if canvas and len(canvas) >= len(moodle):
+        lacks = [c for c in CANVAS_NEEDS if c not in have]
+        raise CourseError(f"{path}: a Canvas gradebook without the column(s) {', '.join(map(repr, lacks))}: its"
+                          f" columns are {columns[:8]}; export the gradebook again (Grades > Export)")
+    if moodle:
+        lacks = [c for c in MOODLE_NEEDS if c not in have]
+        raise CourseError(f"{path}: a Moodle grading worksheet without the column(s) {', '.join(map(repr, lacks))}:"
+                          f" its columns are {columns[:8]}; download the grading worksheet again")
+    raise CourseError(f"{path}: neither a Canvas gradebook (Student, ID, ..., Section) nor a Moodle grading"
+                      f" worksheet (Identifier, Full name, ..., Grade): its columns are {columns[:8]}")
 
 
 def moodle_participant(identifier: str) -> str:
@@ -97,11 +171,24 @@ def moodle_participant(identifier: str) -> str:
     return found.group(1) if found else ""
 
 
+def is_test_student(name: str) -> bool:
+    """Whether ``name`` is Canvas's test student, as its gradebook ("Student, Test") or its zips ("studenttest") name it.
+
+    Its work is never graded nor exported.
+
+    >>> is_test_student("Student, Test"), is_test_student("studenttest"), is_test_student("Test Student")
+    (True, True, True)
+    >>> is_test_student("Testa, Stu")
+    False
+    """
+    return slug(name or "") in ("studenttest", "teststudent")
+
+
 def is_student_row(lms: str, row: dict) -> bool:
     """Whether a row of a gradebook is a student (not Canvas's ``Points Possible`` row or its test student)."""
     if lms == "canvas":
-        return bool(row.get("ID", "").strip()) and POINTS_POSSIBLE not in row.get("Student", "") \
-            and row.get("Student", "").strip() != CANVAS_TEST_STUDENT
+        return bool((row.get("ID") or "").strip()) and POINTS_POSSIBLE not in (row.get("Student") or "") \
+            and not is_test_student(row.get("Student") or "")
     return bool(moodle_participant(row.get(MOODLE_ID, "")))
 
 
@@ -121,7 +208,7 @@ def roster(path: Path, lms: str) -> list[Student]:
         In the file's order; Canvas's test student and ``Points Possible`` row left out.
     """
     columns, rows, _ = read_csv(path)
-    if kind(columns) != lms:
+    if kind(columns, path) != lms:
         raise CourseError(f"{path}: a {kind(columns).title()} file, but the submissions come from {lms.title()}")
     if lms == "canvas":
         return [Student(r["ID"].strip(), r["Student"].strip()) for r in rows if is_student_row(lms, r)]

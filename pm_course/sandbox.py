@@ -16,6 +16,7 @@ nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 ``PM_GRADE_CPU``       CPU seconds per kernel process                    ``120``
 ``PM_GRADE_PROCS``     processes and threads per sandbox (cgroups only)  ``64``
 ``PM_GRADE_UNSAFE=1``  run kernels unconfined when bubblewrap is missing
+                       (``make grade UNSAFE=1`` sets it)
 =====================  ================================================  ========
 
 Where the machine lets the grader create cgroups (Linux, as root), each sandbox
@@ -105,6 +106,7 @@ def remove_cgroup(groups: list[Path]) -> None:
 
 
 def unsafe() -> bool:
+    """Whether ``$PM_GRADE_UNSAFE`` (set by ``make grade UNSAFE=1``) lets student code run unconfined."""
     return os.environ.get("PM_GRADE_UNSAFE", "") not in ("", "0")
 
 
@@ -128,11 +130,12 @@ def check() -> str:
                 f" folder or other students' work; {nbytes / 2**30:.1f} GiB of memory and {cpu} s of CPU per"
                 f" process (PM_GRADE_MEMORY, PM_GRADE_CPU); {procs}.")
     if unsafe():
-        return ("WARNING: bubblewrap (bwrap) is missing and UNSAFE=1 was given: student code runs as you, with"
-                " your files and network. Grade only work you trust.")
+        return ("WARNING: bubblewrap (bwrap) is missing and PM_GRADE_UNSAFE=1 (make grade UNSAFE=1) was given:"
+                " student code runs as you, with your files and network. Grade only work you trust.")
     raise SystemExit("bubblewrap (bwrap) and prlimit are needed to run student code safely, and bwrap must be"
                      " allowed to create namespaces: install the Debian packages bubblewrap and util-linux (make"
-                     " grade does so as root), or pass UNSAFE=1 to run it unconfined, as you.")
+                     " install and make grade do so as root), or set PM_GRADE_UNSAFE=1 (PM_GRADE_UNSAFE=1 pm-course"
+                     " grade; make grade UNSAFE=1) to run it unconfined, as you.")
 
 
 def hidden_paths() -> list[Path]:

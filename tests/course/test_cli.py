@@ -9,7 +9,7 @@ import pytest
 
 from pm_course import cli
 
-SUBCOMMANDS = ("assignments", "collect", "grade", "export", "feedback", "book")
+SUBCOMMANDS = ("init", "assignments", "collect", "grade", "export", "feedback", "book")
 
 
 def _subparsers(parser):
@@ -24,7 +24,7 @@ def test_the_console_script_is_installed_and_lists_every_subcommand():
     assert proc.returncode == 0, proc.stderr
     for name in SUBCOMMANDS:
         assert name in proc.stdout, name
-    assert "--course" in proc.stdout
+    assert "--course" in proc.stdout and "--config" in proc.stdout
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)
@@ -49,14 +49,16 @@ def test_the_options_the_issue_names_are_there():
     flags = {name: {f for a in p._actions for f in a.option_strings} for name, p in sub.items()}
     assert {"--from", "--roster", "--assignment"} <= flags["collect"]
     assert {"--student", "--assignment", "--jobs"} <= flags["grade"]
-    assert {"--to", "-o", "--late-penalty"} <= flags["export"]
+    assert {"--to", "-o", "--late-penalty", "--due", "--new-columns", "--no-rescale"} <= flags["export"]
+    assert "--all" in flags["grade"]
 
 
 @pytest.mark.parametrize("argv, says", [
     (["collect", "--from", "blackboard", "x.zip"], "invalid choice"),
     (["export", "--to", "canvas", "--late-penalty", "lots"], "not a number"),
     (["export", "--to", "canvas", "--late-penalty", "120"], "expected 0 to 100"),
-    (["export", "--to", "csv", "--due", "next week"], "not a date"),
+    (["export", "--to", "csv", "--due", "01_copying=next week"], "not a date"),
+    (["export", "--to", "csv", "--due", "2025-03-03 23:59"], "--due 01_copying='2025-03-03 23:59'"),
 ])
 def test_bad_options_are_named(argv, says, capsys):
     with pytest.raises(SystemExit) as done:

@@ -1,0 +1,213 @@
+"""The course file, ``course.toml``: what the LMS cannot tell the tool.
+
+Read with :mod:`tomllib` from the repository's root (or ``pm-course --config
+FILE``, which sets ``$PM_COURSE_CONFIG``); ``pm-course init`` writes a commented
+one. Every key is optional::
+
+    timezone = "America/Chicago"            # due dates and the LMS's submission times are read in it
+    [assignments.01_copying]
+    due = 2025-03-03T23:59:00
+    canvas = "01_copying (4401)"            # the gradebook column this assignment fills
+    moodle = "Exercise 1: Copying"          # the Moodle assignment (its worksheet's file name says it)
+    [extensions.garciaeva_107]              # a student's own due dates (by the course's student id)
+    04_noisy_keys = 2025-03-13T23:59:00
+
+A due date is a TOML date-time (``2025-03-03T23:59:00``, or with a UTC offset),
+a string in the same form (``"2025-03-03 23:59"``), or a date alone (the end of
+that day, 23:59:59). An unknown key, an unknown assignment, a bad date or a
+bad time zone is an error that names it and the file.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, tzinfo
+from pathlib import Path
+
+from .course import ROOT, CourseError, assignment_names
+
+FILE_NAME = "course.toml"
+TOP_KEYS = ("timezone", "assignments", "extensions")
+ASSIGNMENT_KEYS = ("due", "canvas", "moodle")
+
+
+def path() -> Path:
+    """The course file: ``$PM_COURSE_CONFIG`` (``pm-course --config FILE``), else ``course.toml`` at the root."""
+    given = os.environ.get("PM_COURSE_CONFIG")
+    return Path(given).resolve() if given else ROOT / FILE_NAME
+
+
+@dataclass
+class Assignment:
+    """What the course file says of one assignment."""
+
+    due: datetime | None = None
+    canvas: str | None = None   # the Canvas gradebook's column, e.g. "Exercise 4: Noisy keys (4404)"
+    moodle: str | None = None   # the Moodle assignment's name, as its grading worksheet's file name has it
+
+
+@dataclass
+class Course:
+    """The course file, read and checked (:func:`load`); empty when there is none."""
+
+    source: Path | None = None
+    timezone: tzinfo | None = None
+    assignments: dict[str, Assignment] = field(default_factory=dict)
+    extensions: dict[str, dict[str, datetime]] = field(default_factory=dict)
+
+    def assignment(self, name: str) -> Assignment:
+        """The settings of assignment ``name`` (all None when the file does not mention it)."""
+        return self.assignments.get(name, Assignment())
+
+    def due(self, assignment: str, student: str | None = None) -> tuple[datetime | None, str]:
+        """(due date, where it comes from) of ``assignment`` for ``student``: their extension, else the assignment's."""
+        own = self.extensions.get(student or "", {}).get(assignment)
+        if own is not None:
+            return own, f"extension in {self.source.name}"
+        due = self.assignment(assignment).due
+        return due, (self.source.name if due is not None and self.source else "")
+
+    def localize(self, when: datetime) -> datetime:
+        """A naive time read in the course's time zone (unchanged without one, or when it has its own offset)."""
+        if when.tzinfo is None and self.timezone is not None:
+            return when.replace(tzinfo=self.timezone)
+        return when
+
+
+def _timezone(value, where: str) -> tzinfo:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if not isinstance(value, str):
+        raise CourseError(f"{where}: timezone = {value!r}: expected a name like \"America/Chicago\" or \"UTC\"")
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CourseError(f"{where}: timezone = {value!r} is not a time zone: expected a name like"
+                          " \"America/Chicago\", \"Europe/Paris\" or \"UTC\"") from None
+
+
+def parse_due(value, where: str, zone: tzinfo | None = None) -> datetime:
+    """A due date from the course file or the command line, read in ``zone``; an error names ``where``.
+
+    >>> parse_due("2025-03-03 23:59", "--due 01_copying")
+    datetime.datetime(2025, 3, 3, 23, 59)
+    >>> parse_due(date(2025, 3, 3), "due").time()
+    datetime.time(23, 59, 59)
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise CourseError(f"{where} = {value!r} is not a date and time like 2025-03-03T23:59:00"
+                              " or \"2025-03-03 23:59\"") from None
+    if isinstance(value, datetime):
+        pass
+    elif isinstance(value, date):
+        value = datetime.combine(value, time(23, 59, 59))  # a date alone: due by the end of that day
+    else:
+        raise CourseError(f"{where} = {value!r} is not a date and time like 2025-03-03T23:59:00")
+    if value.tzinfo is None and zone is not None:
+        value = value.replace(tzinfo=zone)
+    return value
+
+
+def _check_keys(table, allowed, where: str) -> None:
+    if not isinstance(table, dict):
+        raise CourseError(f"{where} must be a table ([{where.split(': ')[-1]}]), not {table!r}")
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise CourseError(f"{where}: unknown key(s) {', '.join(unknown)}: expected {', '.join(allowed)}")
+
+
+def _assignment(name: str, where: str, known: list[str]) -> str:
+    if name not in known:
+        raise CourseError(f"{where}: {name!r} is not an assignment: expected one of {', '.join(known)}")
+    return name
+
+
+def load(file: Path | None = None) -> Course:
+    """Read and check the course file (default :func:`path`); an empty :class:`Course` when there is none.
+
+    Raises
+    ------
+    CourseError
+        When the file given with ``--config`` is missing, or the file is not
+        TOML, or has an unknown key or assignment, a bad date or a bad time zone.
+    """
+    file = file or path()
+    if not file.is_file():
+        if os.environ.get("PM_COURSE_CONFIG") or file != ROOT / FILE_NAME:
+            raise CourseError(f"--config {file}: no such file (pm-course init writes one)")
+        return Course()
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise CourseError(f"{file}: not a TOML file: {err}") from None
+    _check_keys(data, TOP_KEYS, str(file))
+    known = assignment_names()
+    config = Course(source=file)
+    if "timezone" in data:
+        config.timezone = _timezone(data["timezone"], str(file))
+    assignments = data.get("assignments", {})
+    if not isinstance(assignments, dict):
+        raise CourseError(f"{file}: assignments must be tables ([assignments.<name>]), not {assignments!r}")
+    for name, table in assignments.items():
+        where = f"{file}: [assignments.{name}]"
+        _assignment(name, f"{file}: [assignments.{name}]", known)
+        _check_keys(table, ASSIGNMENT_KEYS, where)
+        for key in ("canvas", "moodle"):
+            if key in table and not (isinstance(table[key], str) and table[key].strip()):
+                raise CourseError(f"{where}: {key} = {table[key]!r}: expected the LMS's name for it, in quotes")
+        config.assignments[name] = Assignment(
+            due=parse_due(table["due"], f"{where} due", config.timezone) if "due" in table else None,
+            canvas=table.get("canvas", "").strip() or None, moodle=table.get("moodle", "").strip() or None)
+    columns = [a.canvas for a in config.assignments.values() if a.canvas]
+    twice = sorted({c for c in columns if columns.count(c) > 1})
+    if twice:
+        raise CourseError(f"{file}: two assignments fill the same Canvas column: {', '.join(twice)}")
+    extensions = data.get("extensions", {})
+    if not isinstance(extensions, dict):
+        raise CourseError(f"{file}: extensions must be tables ([extensions.<student id>]), not {extensions!r}")
+    for student, table in extensions.items():
+        where = f"{file}: [extensions.{student}]"
+        if not isinstance(table, dict):
+            raise CourseError(f"{where} must be a table of assignment = due date, not {table!r}")
+        config.extensions[student] = {_assignment(a, where, known): parse_due(v, f"{where} {a}", config.timezone)
+                                      for a, v in table.items()}
+    return config
+
+
+def template(names: list[str] | None = None) -> str:
+    """The commented course file ``pm-course init`` writes, one table per assignment."""
+    names = assignment_names() if names is None else names
+    lines = [
+        "# The course file of pm-course: what the LMS cannot tell it. Every key is optional;",
+        "# an unknown key or assignment is an error. (pm-course --help; README: Running a course)",
+        "",
+        "# Due dates and the LMS's submission times are read in this time zone (a tz database name).",
+        '# timezone = "America/Chicago"',
+        "",
+        "# One table per assignment:",
+        "#   due     the deadline late penalties count from (a TOML date-time; a date alone is 23:59:59)",
+        "#   canvas  the Canvas gradebook column it fills, exactly as in the gradebook export's header",
+        "#           (default: the column named \"<assignment> (<id>)\"; else export refuses)",
+        "#   moodle  the Moodle assignment's name, as in its grading worksheet's file name",
+    ]
+    for name in names:
+        lines += ["", f"[assignments.{name}]", "# due = 2025-03-03T23:59:00", f'# canvas = "{name} (1234)"']
+    lines += ["", "# A student's own due dates, by the course's student id (as in course/grades.csv):",
+              "# [extensions.nunezjose_101]", f"# {names[0] if names else '01_copying'} = 2025-03-06T23:59:00", ""]
+    return "\n".join(lines)
+
+
+def init(file: Path | None = None) -> Path:
+    """Write the commented course file (refusing to replace one); the path written."""
+    file = file or path()
+    if file.exists():
+        raise CourseError(f"{file} exists already: edit it, or move it away to write a new one")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(template(), encoding="utf-8")
+    load(file)  # what init writes must read back
+    print(f"Course file: {file} (every line commented out: fill in due dates and gradebook columns)")
+    return file
