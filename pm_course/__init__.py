@@ -4,6 +4,7 @@ One command, ``pm-course`` (:mod:`pm_course.cli`), with a module per concept:
 
 =====================  =========================================================
 :mod:`.course`         the course folder, nbgrader's API, the assignments' facts
+:mod:`.config`         the course file, ``course.toml``: due dates, columns, extensions
 :mod:`.assignments`    student versions (``generate_assignment``) and their checks
 :mod:`.submissions`    what students handed in, matched to the assignments
 :mod:`.collect`        submissions from a folder, a Canvas or a Moodle download

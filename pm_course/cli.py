@@ -21,11 +21,22 @@ from pathlib import Path
 
 LMS_HELP = """\
 A term with an LMS:
+  pm-course init                              course.toml: time zone, due dates, gradebook columns, extensions
   pm-course assignments                       release the student versions (course/release/)
   pm-course collect --from canvas A1.zip --roster gradebook.csv
   pm-course grade                             grade what was collected
   pm-course export --to canvas gradebook.csv  course/export/canvas-grades.csv, for Grades > Import
   pm-course feedback                          course/export/feedback-canvas/<assignment>/<Canvas id>/
+
+The course file (course.toml at the repository's root, or --config FILE) says what
+the LMS cannot: the time zone, each assignment's due date and gradebook column
+([assignments.<name>] due, canvas, moodle), and students' own due dates
+([extensions.<student id>]). grade grades only what is new or changed (--all:
+everything). export refuses an assignment with no gradebook column (--new-columns
+makes one), rescales to the gradebook's points (--no-rescale refuses), counts days
+late from each assignment's due date and each student's extension, and leaves out
+Canvas's test student. Without bubblewrap, PM_GRADE_UNSAFE=1 runs student code
+unconfined (make grade UNSAFE=1).
 """
 
 
@@ -101,9 +112,12 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("grade", help="grade what was collected, each notebook in a sandbox",
                        description="Grade the collected notebooks (each in its own sandboxed kernel), write"
-                                   " course/grades.csv and the feedback pages, with a progress bar. An assignment"
+                                   " course/grades.csv and the feedback pages, with a progress bar. Only what is"
+                                   " new or changed since the last run is graded (the notebook's or its"
+                                   " assignment's source's SHA-256; --all: everything). An assignment"
                                    " whose source changed is released again and regraded, and changed scores are"
-                                   " printed.")
+                                   " printed. Canvas's test student is never graded. Without bubblewrap it refuses"
+                                   " unless PM_GRADE_UNSAFE=1 (make grade UNSAFE=1).")
     p.add_argument("submissions", type=Path, nargs="?", metavar="DIR", default=None,
                    help="collect DIR/<student>/<assignment>/<notebook>.ipynb first (as collect --from folder)")
     p.add_argument("--student", action="append", metavar="S", default=None,
@@ -118,7 +132,14 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write the grades as an LMS imports them",
                        description="Write the grades for an LMS: Canvas's gradebook import (from its own export as"
-                                   " the template), Moodle's grading worksheet filled in, or a plain CSV.")
+                                   " the template), Moodle's grading worksheet filled in, or a plain CSV. Each"
+                                   " assignment fills the gradebook column the course file names (canvas = ...) or"
+                                   " its own '<name> (<id>)'; one with neither is refused (--new-columns makes"
+                                   " one). Scores are rescaled to the gradebook's Points Possible (or the"
+                                   " worksheet's Maximum Grade) where it differs, each rescaling printed"
+                                   " (--no-rescale refuses). Days late count from each assignment's due date and"
+                                   " each student's extension, in the course file's time zone. Canvas's test"
+                                   " student is left out; comma or semicolon files are written back alike.")
     p.add_argument("--to", required=True, choices=("canvas", "moodle", "csv"),
                    help="canvas: gradebook import; moodle: grading worksheet; csv: grades.csv with the late policy")
     p.add_argument("template", type=Path, nargs="?", metavar="TEMPLATE", default=None,

@@ -196,8 +196,8 @@ def test_a_moodle_worksheet_of_another_assignment_is_refused_naming_both(term):
     assert "Grades-PM-03_subspace-77.csv is the worksheet of 03_subspace" in proc.stderr
     assert "not of --assignment 02_averaging" in proc.stderr
     # named in the course file by its Moodle name
-    named = moodle_worksheet(tmp / "Grades-PM-Week 1 Averaging-78.csv")
-    (tmp / "moodle.toml").write_text('[assignments.03_subspace]\nmoodle = "Week 1: Averaging"\n')
+    named = moodle_worksheet(tmp / "Grades-PM-Week 3 Subspace-78.csv")
+    (tmp / "moodle.toml").write_text('[assignments.03_subspace]\nmoodle = "Week 3: Subspace"\n')
     proc = run({**env, "PM_COURSE_CONFIG": str(tmp / "moodle.toml")}, "export", "--to", "moodle", named,
                "--assignment", "02_averaging", "-o", tmp / "m.csv")
     assert proc.returncode != 0 and "is the worksheet of 03_subspace" in proc.stderr, proc.stderr
