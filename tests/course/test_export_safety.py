@@ -4,8 +4,8 @@ Week 1 is 02_averaging (gradebook column ``02_averaging (4402)``), week 2 is
 03_subspace, which the instructor named ``Exercise 3: Subspace (4403)`` in
 Canvas. José hands week 1 in two days late and week 2 on time; Zoë hands week
 1 in on time and week 2 late by Canvas's date, within her extension; Ann Marie
-hands in nothing; Canvas's test student hands in week 1. 01_copying is not
-collected yet.
+hands in nothing; Canvas's test student hands in week 1. The Moodle section
+hands week 2 in (conftest's Moodle class). 01_copying is not collected yet.
 """
 import csv
 import io
@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, _zip, blank, moodle_worksheet, solved
+from conftest import ROOT, _zip, blank, moodle_worksheet, moodle_zip, solved
 
 COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "02_averaging (4402)",
            "Exercise 3: Subspace (4403)", "Current Score", "Final Score"]
@@ -60,7 +60,7 @@ def run(env, *args, timeout=600):
 
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
-    """Collected from Canvas and graded once (4 notebooks); tests that change it work on a copy."""
+    """Collected from Canvas and Moodle and graded once (6 notebooks); tests that change it work on a copy."""
     tmp = tmp_path_factory.mktemp("export-term")
     exercises = tmp / "exercises"
     for name in ("01_copying", "02_averaging", "03_subspace"):
@@ -78,8 +78,10 @@ def term(tmp_path_factory):
         ("nunezjose_101_9201_subspace.ipynb", solved("03_subspace"), (2025, 3, 9, 12, 0, 0)),
         ("obrienzoe_LATE_102_9202_subspace.ipynb", solved("03_subspace"), (2025, 3, 12, 10, 0, 0)),
     ])
-    for z in (week1, week2):
-        proc = run(env, "collect", "--from", "canvas", z, "--roster", book)
+    sheet = moodle_worksheet(tmp / "Grades-PM-03_subspace-77.csv")
+    for args in (("canvas", week1, "--roster", book), ("canvas", week2, "--roster", book),
+                 ("moodle", moodle_zip(tmp / "moodle"), "--roster", sheet, "--assignment", "03_subspace")):
+        proc = run(env, "collect", "--from", *args)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     graded = run(env, "grade", "--jobs", "2")
     assert graded.returncode == 0, graded.stdout + graded.stderr
@@ -89,10 +91,11 @@ def term(tmp_path_factory):
 def test_the_test_student_is_never_graded_and_names_come_from_the_roster(term):
     tmp, env, _, graded = term
     assert "Not graded: Canvas's test student (studenttest_999)." in graded.stdout, graded.stdout
-    assert "Graded 4 notebooks" in graded.stdout, graded.stdout
+    assert "Graded 6 notebooks" in graded.stdout, graded.stdout
     rows = list(csv.DictReader((tmp / "course" / "grades.csv").open(encoding="utf-8")))
-    assert {r["student_id"] for r in rows} == {"nunezjose_101", "obrienzoe_102", "smithannmarie_103"}
-    assert {r["name"] for r in rows} == {"Núñez, José", "O'Brien, Zoë", "Smith, Ann Marie"}
+    canvas = [r for r in rows if r["lms"] == "canvas"]
+    assert {r["student_id"] for r in canvas} == {"nunezjose_101", "obrienzoe_102", "smithannmarie_103"}
+    assert {r["name"] for r in canvas} == {"Núñez, José", "O'Brien, Zoë", "Smith, Ann Marie"}  # not "nunezjose"
     proc = run(env, "export", "--to", "csv", "-o", tmp / "plain.csv")
     assert proc.returncode == 0, proc.stderr
     names = {r["student_id"]: r["name"] for r in csv.DictReader((tmp / "plain.csv").open(encoding="utf-8"))}
@@ -188,6 +191,21 @@ def test_a_broken_gradebook_is_named_by_file_row_and_column(term):
     assert proc.returncode != 0 and f"{points}, row 2, column '02_averaging (4402)'" in proc.stderr
 
 
+def test_a_moodle_worksheet_is_rescaled_to_its_maximum_grade_or_refused(term):
+    tmp, env, _, _ = term
+    sheet = moodle_worksheet(tmp / "Grades-PM-03_subspace-77.csv")
+    six = tmp / "Grades-PM-03_subspace-six.csv"
+    six.write_text(sheet.read_text(encoding="utf-8").replace("3.00", "6.00"), encoding="utf-8")
+    proc = run(env, "export", "--to", "moodle", six, "--assignment", "03_subspace", "-o", tmp / "six.csv")
+    assert proc.returncode == 0, proc.stderr
+    assert "Rescaled: the worksheet grades out of 6, the assignment is out of 3: scores x 6/3" in proc.stdout
+    grade = next(i for i, c in enumerate(table(tmp / "six.csv")[0]) if c == "Grade")
+    assert [r[grade] for r in table(tmp / "six.csv")[1:]] == ["6.00", "0.00", ""]
+    proc = run(env, "export", "--to", "moodle", six, "-o", tmp / "no.csv", "--no-rescale")
+    assert proc.returncode != 0 and not (tmp / "no.csv").exists()
+    assert f"{six}, row 2, column 'Maximum Grade': the worksheet grades out of 6" in proc.stderr, proc.stderr
+
+
 def test_a_moodle_worksheet_of_another_assignment_is_refused_naming_both(term):
     tmp, env, _, _ = term
     sheet = moodle_worksheet(tmp / "Grades-PM-03_subspace-77.csv")
@@ -210,7 +228,7 @@ def test_grade_grades_only_what_is_new_or_changed(term, tmp_path):
     again = run(env, "grade", "--jobs", "1")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Graded 0 notebooks: nothing new or changed since the last run." in again.stdout, again.stdout
-    assert "Unchanged since they were graded, kept: 4 notebooks" in again.stdout
+    assert "Unchanged since they were graded, kept: 6 notebooks" in again.stdout
     assert (tmp_path / "course" / "grades.csv").read_text() == (tmp / "course" / "grades.csv").read_text()
     # Zoë hands in week 2 again, blank this time: that notebook alone is graded
     week2 = _zip(tmp_path / "week2.zip", [
@@ -222,4 +240,4 @@ def test_grade_grades_only_what_is_new_or_changed(term, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Grading: 100%" in proc.stderr and " 1/1 [" in proc.stderr, proc.stderr[-1000:]
     assert "obrienzoe_102/03_subspace: 3/3 -> 0/3" in proc.stdout, proc.stdout
-    assert "kept: 3 notebooks" in proc.stdout
+    assert "kept: 5 notebooks" in proc.stdout
