@@ -209,5 +209,5 @@ def init(file: Path | None = None) -> Path:
     file.parent.mkdir(parents=True, exist_ok=True)
     file.write_text(template(), encoding="utf-8")
     load(file)  # what init writes must read back
-    print(f"Course file: {file} (every line commented out: fill in due dates and gradebook columns)")
+    print(f"Course file: {file} (every key commented out: fill in the due dates and gradebook columns)")
     return file

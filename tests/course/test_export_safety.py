@@ -204,6 +204,10 @@ def test_a_moodle_worksheet_is_rescaled_to_its_maximum_grade_or_refused(term):
     proc = run(env, "export", "--to", "moodle", six, "-o", tmp / "no.csv", "--no-rescale")
     assert proc.returncode != 0 and not (tmp / "no.csv").exists()
     assert f"{six}, row 2, column 'Maximum Grade': the worksheet grades out of 6" in proc.stderr, proc.stderr
+    edited = tmp / "Grades-PM-03_subspace-edited.csv"  # a row whose Identifier a spreadsheet rewrote
+    edited.write_text(sheet.read_text(encoding="utf-8").replace("Participant 202", "202 Participant"), encoding="utf-8")
+    proc = run(env, "export", "--to", "moodle", edited, "-o", tmp / "no.csv")
+    assert proc.returncode != 0 and f"{edited}, row 3, column 'Identifier': '202 Participant'" in proc.stderr
 
 
 def test_a_moodle_worksheet_of_another_assignment_is_refused_naming_both(term):
