@@ -2,19 +2,29 @@
 
 - ``export --to canvas GRADEBOOK.csv``: Canvas's gradebook import, made from
   its own export: the template's identity columns (``Student, ID, SIS User ID,
-  SIS Login ID, Section``), then one column per assignment (the template's own
-  ``<Assignment> (<id>)`` header where it has one, so the values overwrite;
-  the bare name otherwise, which makes a new assignment) with the score in
-  points, its ``Points Possible`` row, and one row per student of the template.
+  SIS Login ID, Section``), then one column per assignment (the column the
+  course file names, else the template's own ``<assignment> (<id>)``, so the
+  values overwrite; an assignment with neither is refused, unless
+  ``--new-columns`` asks for the bare name, which makes a new assignment) with
+  the score on the gradebook's Points Possible, its ``Points Possible`` row,
+  and one row per student of the template (Canvas's test student left out).
 - ``export --to moodle WORKSHEET.csv``: the offline grading worksheet, every
-  column and row as it came, with Grade and Feedback comments filled in.
+  column and row as it came, with Grade (on its Maximum Grade) and Feedback
+  comments filled in; a worksheet whose file name names another assignment
+  than ``--assignment`` is refused.
 - ``export --to csv``: grades.csv with the late policy's columns.
+
+Where the LMS's points differ from the assignment's, scores are rescaled and
+each rescaling printed (``--no-rescale`` refuses). The LMS's files are read
+comma or semicolon separated and written back alike; a missing column or a bad
+row stops the export naming the file, the row and the column.
 
 A score is left empty where there is none (not submitted, could not be graded):
 the LMS keeps what it had. Late work is marked; a late penalty
 (``--late-penalty PERCENT_PER_DAY``, none by default) is applied to the score
-exported, and every penalty is printed and written beside the score, never
-applied silently.
+exported, counted from each assignment's own due date and each student's
+extension (:class:`Late`), and every penalty is printed and written beside the
+score, never applied silently.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Grading what was collected (``pm-course grade``): JOBS notebooks at a time, each in its own sandbox.
 
-    pm-course grade                        # everything collected
+    pm-course grade                        # what is new or changed since the last run
+    pm-course grade --all                  # everything collected
     pm-course grade DIR                    # collect DIR/<student>/<assignment>/<notebook>.ipynb first
     pm-course grade --student ada --assignment 01_copying   # regrade just those
 
@@ -11,7 +12,9 @@ what the LMS said (late, when, its ids). A progress bar shows the count, the
 rate and the time left, and each failure is printed as it happens. Regrading
 some students or assignments replaces their rows and keeps the others; an
 assignment whose source changed since its release is released again first,
-and every score that changed is printed.
+and every score that changed is printed. A notebook whose SHA-256 and whose
+assignment's source are what they were when it was last graded
+(``course/graded.json``) keeps its row; Canvas's test student is never graded.
 """
 from __future__ import annotations
 
