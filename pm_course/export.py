@@ -271,7 +271,10 @@ def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = 
     if lms.kind(table.columns, template) != "canvas":
         raise CourseError(f"{template}: a Moodle worksheet, not a Canvas gradebook: use --to moodle")
     scores = _by_lms_id("canvas")
-    names = sorted({a for _, a in scores} or expected_notebooks())
+    if not scores:
+        raise CourseError("nothing collected from Canvas is in grades.csv: pm-course collect --from canvas ZIP"
+                          " --roster GRADEBOOK, then pm-course grade, before exporting to Canvas")
+    names = sorted({a for _, a in scores})
     header = canvas_columns(table, names, late.config, new_columns)
     scales = _scales(table, header, rescale)
     ids = [c for c in table.columns if c in lms.CANVAS_IDS]

@@ -109,3 +109,14 @@ def test_the_time_zone_reads_the_lms_times_against_a_due_date_with_an_offset(tmp
     assert paris.apply(on_time) == (4.0, "")
     path.write_text(body)  # no time zone: the LMS's times are read as the due date's own
     assert Late(10, {}, config.load(path)).apply(on_time)[0] == 3.6
+
+
+def test_a_canvas_export_with_nothing_from_canvas_says_so(tmp_path, exercises):
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "grades.csv").write_text("student_id,assignment,status,reason,score,max_score,late,submitted,name,lms,"
+                                       "lms_id\nada,02_averaging,graded,,4,4,,,,,\n")  # graded from a folder
+    book = tmp_path / "gradebook.csv"
+    book.write_text("Student,ID,SIS User ID,SIS Login ID,Section,02_averaging (1)\nAda,1,,,A,\n")
+    proc = run(tmp_path, exercises, "export", "--to", "canvas", book)
+    assert proc.returncode != 0 and "nothing collected from Canvas is in grades.csv" in proc.stderr, proc.stderr
