@@ -403,6 +403,42 @@ WRONG = {
         ("consequence", "test-consequence", "the right letter in upper case",
          "consequence = 'B'"),
     ],
+    "08_patterns_messages": [
+        ("previous_token_pattern", "test-pattern", "orthonormal positions assumed: W_pos^T S W_pos",
+         "S = np.eye(len(W_pos), k=-1)\nreturn beta * np.sqrt(d_head) * W_pos.T @ S @ W_pos"),
+        ("previous_token_pattern", "test-pattern", "the 1/sqrt(d_head) of the logits not undone",
+         "D = np.linalg.pinv(W_pos)\nreturn beta * D @ np.eye(len(W_pos), k=-1) @ D.T"),
+        ("previous_token_pattern", "test-pattern", "the shift the wrong way: each position looks at the next",
+         "D = np.linalg.pinv(W_pos)\nreturn beta * np.sqrt(d_head) * D @ np.eye(len(W_pos), k=1) @ D.T"),
+        ("previous_token_pattern", "test-pattern", "every earlier position, not only the previous one",
+         "D = np.linalg.pinv(W_pos)\nS = np.tril(np.ones((len(W_pos), len(W_pos))), -1)\n"
+         "return beta * np.sqrt(d_head) * D @ S @ D.T"),
+        ("previous_token_pattern", "test-pattern", "the diagonal too: each position also looks at itself",
+         "D = np.linalg.pinv(W_pos)\nS = np.eye(len(W_pos), k=-1) + np.eye(len(W_pos))\n"
+         "return beta * np.sqrt(d_head) * D @ S @ D.T"),
+        ("previous_token_pattern", "test-pattern", "sqrt(d_model) instead of sqrt(d_head)",
+         "D = np.linalg.pinv(W_pos)\nreturn beta * np.sqrt(W_pos.shape[1]) * D @ np.eye(len(W_pos), k=-1) @ D.T"),
+        ("copying_message", "test-message", "orthonormal token embeddings assumed: W_E^T W_E",
+         "return W_E.T @ W_E"),
+        ("copying_message", "test-message", "the identity: the position is copied too",
+         "return np.eye(W_E.shape[1])"),
+        ("copying_message", "test-message", "the pseudo-inverse on the wrong side: W_E W_E^+, the V x V identity",
+         "return W_E @ np.linalg.pinv(W_E)"),
+        ("copying_message", "test-message", "the pseudo-inverse of the Gram matrix W_E^T W_E",
+         "return np.linalg.pinv(W_E.T @ W_E)"),
+        ("copying_message", "test-message", "half the projector: W_E^T (W_E W_E^T)^-1, a d_model x V matrix",
+         "return W_E.T @ np.linalg.inv(W_E @ W_E.T)"),
+        ("head_output", "test-head", "the softmax over the queries (axis 0)",
+         "A = softmax(X @ W_P @ X.T / np.sqrt(d_head), axis=0)\nreturn A @ X @ W_M"),
+        ("head_output", "test-head", "no 1/sqrt(d_head) scale",
+         "return softmax(X @ W_P @ X.T) @ X @ W_M"),
+        ("head_output", "test-head", "sqrt(d_model) instead of sqrt(d_head)",
+         "return softmax(X @ W_P @ X.T / np.sqrt(X.shape[1])) @ X @ W_M"),
+        ("head_output", "test-head", "W^P transposed: the keys look for the queries",
+         "return softmax(X @ W_P.T @ X.T / np.sqrt(d_head)) @ X @ W_M"),
+        ("head_output", "test-head", "the rows of X averaged, the message matrix forgotten",
+         "return softmax(X @ W_P @ X.T / np.sqrt(d_head)) @ X"),
+    ],
 }
 
 
@@ -589,6 +625,28 @@ ALTERNATIVES = {
          "return softmax(np.stack([g * beta, np.full_like(g, beta)], axis=-1))[..., 0]"),
         ("wide_key_weight", "the naive logistic with its argument clipped",
          "x = np.clip((np.asarray(gamma, dtype=float) - 1) * beta, -500, 500)\nreturn 1 / (1 + np.exp(-x))"),
+    ],
+    "08_patterns_messages": [
+        ("previous_token_pattern", "the dual basis through solve, and the sum of outer products",
+         "D = np.linalg.solve(W_pos @ W_pos.T, W_pos).T   # (d_model, T): W_pos @ D = I\n"
+         "return beta * np.sqrt(d_head) * sum(np.outer(D[:, t], D[:, t - 1]) for t in range(1, len(W_pos)))"),
+        ("previous_token_pattern", "the reader from least squares, the shift by slicing",
+         "D = np.linalg.lstsq(W_pos, np.eye(len(W_pos)), rcond=None)[0]   # (d_model, T), least norm\n"
+         "return beta * np.sqrt(d_head) * D[:, 1:] @ D[:, :-1].T"),
+        ("previous_token_pattern", "einsum with a shifted identity",
+         "D = np.linalg.pinv(W_pos)\nS = np.diag(np.ones(len(W_pos) - 1), -1)\n"
+         "return np.einsum('at,ts,bs->ab', D, S, D) * beta * d_head ** 0.5"),
+        ("copying_message", "solve instead of an inverse",
+         "return W_E.T @ np.linalg.solve(W_E @ W_E.T, W_E)"),
+        ("copying_message", "an orthonormal basis of the token span from QR",
+         "Q = np.linalg.qr(W_E.T)[0]\nreturn Q @ Q.T"),
+        ("copying_message", "an orthonormal basis from the SVD",
+         "U = np.linalg.svd(W_E, full_matrices=False)[2].T\nreturn U @ U.T"),
+        ("head_output", "the patterns and messages named, and a softmax written out",
+         "P = X @ W_P\nM = X @ W_M\nL = P @ X.T / np.sqrt(d_head)\nE = np.exp(L - L.max(axis=1, keepdims=True))\n"
+         "return (E / E.sum(axis=1, keepdims=True)) @ M"),
+        ("head_output", "attnlib.attention with the patterns as queries, X as keys, rescaled to sqrt(d_head)",
+         "return attnlib.attention(X @ W_P * np.sqrt(X.shape[1] / d_head), X, X @ W_M)   # it divides by sqrt(d_model)"),
     ],
     "02_averaging": [
         ("average_query", "keys^T times a vector with beta at a and b",
