@@ -16,6 +16,8 @@ no solution line reaches a student.
 
 ``make test`` grades a representative class (the first wrong answer of each
 function); ``make fairness`` grades every wrong answer (``PM_FAIRNESS=all``).
+``PM_FAIRNESS_ONLY=01,08`` builds the class from those exercises only (an author's check of
+the exercises they changed).
 """
 from __future__ import annotations
 
