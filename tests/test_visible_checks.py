@@ -96,19 +96,6 @@ def fired_lines(name, test_id, answer):
     return fired
 
 
-def check_lines(source):
-    """Line numbers of the visible part's asserts (and statements calling check_*)."""
-    tree = ast.parse(source)
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assert):
-            out.add(node.lineno)
-        elif isinstance(node, ast.stmt) and not isinstance(node, (ast.For, ast.With, ast.If, ast.While)) and any(
-                isinstance(c, ast.Call) and getattr(c.func, "id", "").startswith("check_") for c in ast.walk(node)):
-            out.add(node.lineno)
-    return out
-
-
 ASSERT_CELLS = [(name, gid) for name in EVERY_ASSERTION if name in ASSIGNMENTS for gid in graded_cells(name)]
 
 
