@@ -17,7 +17,8 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
 MAX_POINTS = {"01_copying": 8, "02_averaging": 4, "03_subspace": 3, "04_noisy_keys": 6, "05_two_heads": 6,
-              "06_debug_head": 10, "07_bookkeeping": 10}
+              "06_debug_head": 10, "07_bookkeeping": 10,
+              "08_patterns_messages": 7}
 PER_CELL_TIMEOUT = 10  # nbgrader_config.py
 
 

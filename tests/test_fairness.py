@@ -16,6 +16,8 @@ no solution line reaches a student.
 
 ``make test`` grades a representative class (the first wrong answer of each
 function); ``make fairness`` grades every wrong answer (``PM_FAIRNESS=all``).
+``PM_FAIRNESS_ONLY=01,08`` builds the class from those exercises only (an author's check of
+the exercises they changed).
 """
 from __future__ import annotations
 
@@ -31,7 +33,9 @@ import pytest
 from test_exercises import ROOT, graded_cells, isolate, notebook, run_cell, solution_cell, with_wrong_answer
 from wrong_answers import ALTERNATIVES, WRONG
 
-ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir()
+                     # PM_FAIRNESS_ONLY=01,08 grades a class on those exercises only
+                     and any(p.name.startswith(k) for k in os.environ.get("PM_FAIRNESS_ONLY", p.name).split(",")))
 MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
 EVERY = os.environ.get("PM_FAIRNESS") == "all"
 # how the feedback labels a cell lost to a hidden test ("a hidden test of attend failed: ...")
