@@ -81,11 +81,11 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
-	$(BIN)/python -m pytest tests/site
-	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=).
+	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=); the course
+	@# edition's PDF build also builds its site, which the browser tests then check too.
 	$(MAKE) --no-print-directory pdf PDF_FRESH=
 	$(MAKE) --no-print-directory pdf EDITION=course
-	$(BIN)/python -m pytest tests/pdf
+	$(BIN)/python -m pytest tests/site tests/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
 # Debian packages, installed where this user can (root + apt-get) unless already there:

@@ -47,8 +47,13 @@ def _pages(site: Path) -> list[str]:
 
 
 EDITIONS = {"site": SITE}
-if COURSE_SITE.joinpath("index.html").exists():
-    EDITIONS["course"] = COURSE_SITE
+if COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") == "true":
+    EDITIONS["course"] = COURSE_SITE  # make test builds it (make pdf EDITION=course) before this file
+
+
+def test_the_course_edition_was_built():
+    assert COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") != "true", \
+        f"no course edition at {COURSE_SITE}: make pdf EDITION=course builds it"
 CASES = [(edition, page) for edition, site in EDITIONS.items() for page in _pages(site)]
 
 
