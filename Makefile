@@ -83,11 +83,11 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
-	$(BIN)/python -m pytest tests/site
-	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=).
+	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=); the course
+	@# edition's PDF build also builds its site, which the browser tests then check too.
 	$(MAKE) --no-print-directory pdf PDF_FRESH=
 	$(MAKE) --no-print-directory pdf EDITION=course
-	$(BIN)/python -m pytest tests/pdf
+	$(BIN)/python -m pytest tests/site tests/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
 # Debian packages, installed where this user can (root + apt-get) unless already there:
@@ -100,10 +100,16 @@ apt_install = if $(1); then exit 0; fi; \
 	    $(strip $(5)); \
 	fi
 
+AXE_VERSION := 4.14.1
+AXE := $(VENV)/axe/node_modules/axe-core/axe.min.js
 browser:
 	@$(call apt_install,command -v chromium >/dev/null && command -v chromedriver >/dev/null,chromium chromium-driver,\
 	    for the browser test,echo "could not install chromium: the browser test will skip (and fail under CI=true)",\
 	    echo "chromium is missing and this user cannot apt-get it: the browser test will skip (and fail under CI=true)")
+	@# axe-core, the accessibility engine the browser suite runs on every page (npm, pinned)
+	@test -f $(AXE) || { command -v npm >/dev/null \
+	    && npm install --silent --no-save --no-audit --no-fund --prefix $(VENV)/axe axe-core@$(AXE_VERSION) >/dev/null; } \
+	    || echo "could not install axe-core $(AXE_VERSION) with npm: the accessibility test will skip (and fail under CI=true)"
 
 # --- the PDF edition ----------------------------------------------------------
 # XeLaTeX through Sphinx's LaTeX builder. The self-study edition has the
@@ -139,10 +145,10 @@ else
 endif
 
 # Debian's TeX packages for the PDF, installed where this user can (root + apt).
-TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy fonts-freefont-otf poppler-utils
+TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy fonts-freefont-otf poppler-utils mupdf-tools
 tex:
 	@$(call apt_install,command -v xelatex >/dev/null && command -v latexmk >/dev/null && command -v xindy >/dev/null \
-	    && command -v pdftotext >/dev/null && command -v pdftoppm >/dev/null && fc-list | grep -q FreeSerif,\
+	    && command -v pdftotext >/dev/null && command -v pdftoppm >/dev/null && command -v mutool >/dev/null && fc-list | grep -q FreeSerif,\
 	    $(TEX_PACKAGES),for the PDF,{ echo "could not install them: apt-get install $(TEX_PACKAGES)"; exit 1; },\
 	    { echo "the PDF needs Debian's $(TEX_PACKAGES): ask an administrator to apt-get install them"; exit 1; })
 

@@ -197,3 +197,22 @@ def test_course_edition_carries_no_solutions():
     flat = squash(text)
     for title in toc_titles():
         assert words(title)[2] in flat, f"{title!r} missing from the course edition"
+
+
+def _mutool(pdf, *what):
+    return subprocess.run(["mutool", "show", str(pdf), *what], check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.mark.parametrize("pdf", [PDF, COURSE_PDF], ids=["self-study", "course"])
+def test_metadata_and_bookmarks_for_assistive_technology(pdf):
+    """Title, author and language in the file, and a bookmark for every chapter and exercise."""
+    _need(pdf, "make pdf" if pdf == PDF else "make pdf EDITION=course")
+    info = subprocess.run(["pdfinfo", str(pdf)], check=True, capture_output=True, text=True).stdout
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    assert fields["Title"].strip() == "Patterns and Messages", info
+    assert fields["Author"].strip() == "The Patterns and Messages authors", info
+    assert "en" in _mutool(pdf, "trailer/Root/Lang"), "the PDF does not say its language"
+    outline = squash(_mutool(pdf, "outline"))
+    missing = [t for t in toc_titles() if words(t)[2] not in outline]
+    assert not missing, f"chapters without a bookmark: {missing}"

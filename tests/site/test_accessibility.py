@@ -1,0 +1,232 @@
+"""WCAG 2.1 AA on the built site: axe-core on every page in both themes, the keyboard, and reflow.
+
+* axe-core (pinned on npm, installed by ``make test`` beside the browser) runs its
+  WCAG 2.0/2.1 A and AA rules on every page of the site, in the light and the dark
+  theme, and of the course edition where it was built; any violation fails, naming
+  the rule, the elements and the page. A page with a nameless button shows the
+  check can fail.
+* Keyboard: each interactive figure is reached with Tab alone, shows its focus, and
+  the arrow keys move it: the frame and its text alternative change.
+* Reflow (WCAG 1.4.10): at 320 CSS pixels nothing but a code block is wider than
+  the screen, and the page itself never scrolls sideways.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+from pathlib import Path
+
+import browser as browser_mod
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("PM_SITE", ROOT / "_build" / "html"))
+COURSE_SITE = Path(os.environ.get("PM_COURSE_SITE", ROOT / "course" / "book" / "_build" / "html"))
+AXE = Path(os.environ.get("PM_AXE", ROOT / ".venv" / "axe" / "node_modules" / "axe-core" / "axe.min.js"))
+WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+def _missing():
+    if not SITE.joinpath("index.html").exists():
+        return f"no built site at {SITE}: run `make book` first"
+    if not AXE.exists():
+        return f"axe-core is not installed at {AXE} (make browser installs it with npm)"
+    return browser_mod.missing()
+
+
+pytestmark = browser_mod.required("the accessibility test", _missing())
+
+
+def _pages(site: Path) -> list[str]:
+    if not site.exists():
+        return []
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
+                  if not p.relative_to(site).parts[0].startswith("_"))
+
+
+EDITIONS = {"site": SITE}
+if COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") == "true":
+    EDITIONS["course"] = COURSE_SITE  # make test builds it (make pdf EDITION=course) before this file
+
+
+def test_the_course_edition_was_built():
+    assert COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") != "true", \
+        f"no course edition at {COURSE_SITE}: make pdf EDITION=course builds it"
+CASES = [(edition, page) for edition, site in EDITIONS.items() for page in _pages(site)]
+
+
+def _serve(directory: Path):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+@pytest.fixture(scope="module")
+def servers():
+    running = {edition: _serve(site) for edition, site in EDITIONS.items()}
+    yield {edition: f"http://127.0.0.1:{h.server_address[1]}" for edition, h in running.items()}
+    for h in running.values():
+        h.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = browser_mod.chrome(tmp_path_factory.mktemp("chromium-profile"), "1280,1600")
+    yield driver
+    driver.quit()
+
+
+RUN_AXE = """
+    const [tags, done] = [arguments[0], arguments[arguments.length - 1]];
+    axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
+       .then(r => done(r.violations.map(v => ({
+            rule: v.id, impact: v.impact, help: v.help,
+            nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 6), count: v.nodes.length}))),
+             e => done(String(e)));"""
+
+
+def open_in(driver, url: str, theme: str) -> None:
+    """Open ``url`` as a reader who chose ``theme`` earlier: the theme reads the saved choice
+    as the page loads (switching on an open page would measure colours mid-transition)."""
+    driver.get(url)
+    driver.execute_script("localStorage.setItem('mode', arguments[0]);", theme)
+    driver.get(url)
+    assert browser_mod.typeset(driver, optional=True) is True, "MathJax did not finish"
+    # the theme applies the saved mode once its script has run; then its 0.15 s transitions end
+    shown = driver.execute_script("""
+        const theme = arguments[0];
+        return new Promise(done => { const wait = (n) =>
+            (document.documentElement.dataset.theme === theme || n > 60)
+                ? setTimeout(() => done(document.documentElement.dataset.theme), 300)
+                : setTimeout(() => wait(n + 1), 50);
+            wait(0); });""", theme)
+    assert shown == theme, f"{url}: asked for the {theme} theme, the page shows {shown}"
+
+
+def violations(driver):
+    """axe-core's WCAG A/AA violations on the open page."""
+    if not driver.execute_script("return typeof axe !== 'undefined'"):
+        driver.execute_script(AXE.read_text(encoding="utf-8"))
+    found = driver.execute_async_script(RUN_AXE, WCAG_TAGS)
+    assert not isinstance(found, str), f"axe-core failed: {found}"
+    return found
+
+
+def _say(found) -> str:
+    return "; ".join(f"{v['rule']} ({v['impact']}, {v['count']}×: {v['help']}) at {v['nodes']}" for v in found)
+
+
+@pytest.mark.parametrize(("edition", "page"), CASES, ids=[f"{e}:{p}" for e, p in CASES])
+def test_no_axe_violations(edition, page, servers, browser):
+    for theme in ("light", "dark"):
+        open_in(browser, f"{servers[edition]}/{page}", theme)
+        found = violations(browser)
+        assert not found, f"{edition} {page}, {theme} theme: {_say(found)}"
+
+
+def test_axe_finds_a_broken_page(tmp_path, browser):
+    """The check can fail: a copy of a real page with a button that has no name."""
+    page = next(iter(_pages(SITE)))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    html = SITE.joinpath(page).read_text(encoding="utf-8")
+    (broken / "page.html").write_text(html.replace("<main", '<button class="pm-broken"></button><main', 1),
+                                      encoding="utf-8")
+    httpd = _serve(broken)
+    try:
+        browser.get(f"http://127.0.0.1:{httpd.server_address[1]}/page.html")
+        rules = {v["rule"] for v in violations(browser)}
+    finally:
+        httpd.shutdown()
+    assert "button-name" in rules, rules
+
+
+FIGURE_PAGES = [p for p in _pages(SITE) if 'class="anim-slider"' in SITE.joinpath(p).read_text(encoding="utf-8")]
+
+# What the reader's browser shows of the focused element and of the first figure's state.
+FOCUS_STATE = """
+    const a = document.activeElement;
+    const style = getComputedStyle(a);
+    const fig = a.closest ? a.closest('.animation') : null;
+    const img = fig ? fig.querySelector('img') : null;
+    return {slider: a.classList.contains('anim-slider'), value: a.value,
+            outline: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) > 0,
+            shadow: style.boxShadow !== 'none',
+            src: img ? img.src.slice(-80) : null, alt: img ? img.alt : null,
+            live: fig ? (fig.closest('.pm-scrubber') || fig).querySelector('[aria-live]')?.textContent : null}"""
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES)
+def test_interactive_figures_work_from_the_keyboard(page, servers, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(f"{servers['site']}/{page}")
+    n_figures = browser.execute_script("return document.querySelectorAll('input.anim-slider').length")
+    reached = 0
+    body = browser.find_element("tag name", "body")
+    body.click()
+    for _ in range(400):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        state = browser.execute_script(FOCUS_STATE)
+        if not state["slider"]:
+            continue
+        reached += 1
+        assert state["outline"] or state["shadow"], f"{page}: figure {reached} shows no focus: {state}"
+        ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()
+        after = browser.execute_script(FOCUS_STATE)
+        assert after["value"] != state["value"] and after["src"] != state["src"], \
+            f"{page}: the arrow key did not move figure {reached}: {state} -> {after}"
+        assert after["live"] and after["live"] != state["live"], \
+            f"{page}: figure {reached}'s text alternative did not follow the frame: {state} -> {after}"
+        if reached == n_figures:
+            break
+    assert reached == n_figures, f"{page}: Tab reached {reached} of {n_figures} interactive figures"
+
+
+# Elements wider than the window that are not (inside) a block that scrolls on its own.
+TOO_WIDE = """
+    const w = document.documentElement.clientWidth;
+    const scrolls = (e) => { for (; e && e !== document.body; e = e.parentElement) {
+        const s = getComputedStyle(e);
+        if (['auto', 'scroll'].includes(s.overflowX) && e.clientWidth <= w) return true;
+        if (e.matches('pre, .highlight, .cell_output, .output')) return true; }
+        return false; };
+    const out = [];
+    for (const e of document.querySelectorAll('body *')) {
+        if (e.closest('.bd-sidebar-primary, .bd-sidebar-secondary, dialog, .search-button__wrapper')) continue;
+        const r = e.getBoundingClientRect();
+        if (r.width === 0 || getComputedStyle(e).visibility === 'hidden') continue;
+        if ((r.right > w + 1 || r.left < -1) && !scrolls(e)) {
+            out.push((e.tagName + '.' + [...e.classList].join('.')).slice(0, 60) + ' ' + Math.round(r.right));
+        }
+    }
+    return {page: document.documentElement.scrollWidth - w, elements: out.slice(0, 8)};"""
+
+
+# _static/reflow.js marks inline formulas too wide for their line once MathJax is done
+WAIT_FOR_REFLOW = """
+    const done = arguments[arguments.length - 1];
+    const wait = (n) => (document.documentElement.dataset.pmReflow === 'done' || n > 100)
+        ? done(true) : setTimeout(() => wait(n + 1), 50);
+    wait(0);"""
+
+
+@pytest.mark.parametrize("page", _pages(SITE))
+def test_reflow_at_320_px(page, servers, browser):
+    browser.set_window_size(320, 900)
+    try:
+        browser.get(f"{servers['site']}/{page}")
+        assert browser_mod.typeset(browser, optional=True) is True, "MathJax did not finish"
+        browser.execute_async_script(WAIT_FOR_REFLOW)
+        found = browser.execute_script(TOO_WIDE)
+    finally:
+        browser.set_window_size(1280, 1600)
+    assert found["page"] <= 1 and not found["elements"], \
+        f"{page} at 320 px: the page scrolls sideways by {found['page']} px; too wide: {found['elements']}"
