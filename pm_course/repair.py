@@ -65,8 +65,12 @@ def names(source: str) -> set[str]:
             | set(re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", source, re.M)))
 
 
+HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
+
+
 def _text(source: str) -> str:
-    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+    """A cell's source as compared: hidden tests left out (the instructor's own copy is no edit), spaces at ends."""
+    return "\n".join(line.rstrip() for line in HIDDEN.sub("", source).strip().splitlines())
 
 
 def _similar(a: str, b: str) -> float:
@@ -223,8 +227,6 @@ def _reference(assignment: str, notebook: str):
     released = COURSE / "release" / assignment / f"{notebook}.ipynb"
     if released.is_file():
         return nbformat.read(released, as_version=4)
-    from .feedback import HIDDEN
-
     nb = nbformat.read(exercises_dir() / assignment / f"{notebook}.ipynb", as_version=4)
     for cell in nb.cells:
         cell.source = HIDDEN.sub("", cell.source)
