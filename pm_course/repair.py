@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import re
 
 import nbformat
 from nbconvert.preprocessors import Preprocessor
+
+from .feedback import HIDDEN  # a hidden-test region, markers included
 
 # what the last autograde of each (assignment, student) repaired, and why one could not be matched;
 # filled in the process that runs nbgrader (a grading worker), read there by pm_course.grade
@@ -63,9 +66,6 @@ def names(source: str) -> set[str]:
     """The functions and top-level names a code cell defines (by its text: it may not parse)."""
     return (set(re.findall(r"^\s*def\s+([A-Za-z_]\w*)", source, re.M))
             | set(re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", source, re.M)))
-
-
-HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 
 
 def _text(source: str) -> str:
@@ -221,13 +221,20 @@ def _put_back(nb, reference) -> list:
 
 
 def _reference(assignment: str, notebook: str):
-    """The student version of an assignment's notebook (course/release/), else the source's cells."""
+    """The student version of an assignment's notebook (course/release/), else the source's cells, hidden tests out.
+
+    Read once per process and version of the file (:func:`repair` never changes it).
+    """
     from .course import COURSE, exercises_dir
 
     released = COURSE / "release" / assignment / f"{notebook}.ipynb"
-    if released.is_file():
-        return nbformat.read(released, as_version=4)
-    nb = nbformat.read(exercises_dir() / assignment / f"{notebook}.ipynb", as_version=4)
+    path = released if released.is_file() else exercises_dir() / assignment / f"{notebook}.ipynb"
+    return _read_reference(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_reference(path, mtime_ns: int):
+    nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         cell.source = HIDDEN.sub("", cell.source)
     return nb
