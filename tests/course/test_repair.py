@@ -13,7 +13,7 @@ import sys
 import nbformat
 import pytest
 
-from conftest import ASSIGNMENTS, LATER, MARCH, _zip, answered, canvas_gradebook
+from conftest import ASSIGNMENTS, LATER, ROOT, MARCH, _zip, answered, canvas_gradebook
 from pm_course import repair
 from pm_course.grade import _why
 
@@ -40,6 +40,15 @@ def test_stripped_metadata_is_matched_back_to_every_cell(reference, name):
         assert mine.metadata.get("nbgrader") == theirs.metadata.get("nbgrader")
     assert len(notes) == 1 and notes[0].startswith(f"matched {sum(map(bool, cells(ref)))} cell(s) back to {name}'s")
     assert "its nbgrader metadata was gone" in notes[0]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir()))
+def test_every_exercise_answered_or_not_is_matched_back_whole(name):
+    ref = nbformat.reads(answered(name), as_version=4)
+    for unanswered in (False, True):
+        nb = nbformat.reads(answered(name, strip_metadata=True, unanswered=unanswered), as_version=4)
+        repair.repair(nb, ref, name)
+        assert cells(nb) == cells(ref), (name, unanswered)
 
 
 def test_a_deleted_or_edited_test_cell_is_put_back_with_a_note(reference):
