@@ -232,11 +232,11 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         chosen[(student, target)] = member
     for (student, target), (member, parsed, elsewhere) in sorted(foreign.items(), key=lambda kv: kv[0]):
         if (student, target) not in chosen:  # nothing of the assignment's own: the student sent the wrong file
+            display = (parsed.get("full_name") or parsed.get("last_first") or "").strip()
             found.entries.append(Entry(
-                student, target, status=FAILED, name=(parsed.get("full_name") or parsed.get("last_first") or "").strip(),
-                lms=source, lms_id=parsed["student_id"], late=bool(parsed.get("late")), submitted=_when(member),
-                source=member.filename, reason=f"submitted {elsewhere}'s notebook ({Path(parsed['file_id']).name}),"
-                                               f" not {target}'s"))
+                student, target, status=FAILED, name=display, lms=source, lms_id=parsed["student_id"],
+                late=bool(parsed.get("late")), submitted=_when(member), source=member.filename,
+                reason=f"submitted {elsewhere}'s notebook ({Path(parsed['file_id']).name}), not {target}'s"))
     return found, chosen
 
 

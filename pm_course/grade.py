@@ -122,8 +122,8 @@ def _explain_lost_points(entries) -> None:
                 submission = gradebook.find_submission(entry.assignment, entry.student)
             except MissingEntry:
                 continue
-            lost = [f"{g.name} not reviewed yet" if g.needs_manual_grade else f"{g.name} {g.score or 0:g}/{g.max_score:g}"
-                    for nb in submission.notebooks for g in nb.grades
+            lost = [f"{g.name} not reviewed yet" if g.needs_manual_grade
+                    else f"{g.name} {g.score or 0:g}/{g.max_score:g}" for nb in submission.notebooks for g in nb.grades
                     if g.max_score and (g.needs_manual_grade or (g.score or 0) < g.max_score)]
             text = "lost points: " + (", ".join(lost) if lost else f"{entry.score:g} of {entry.max_score:g}")
             entry.reason = "; ".join(r for r in (entry.reason, text) if r)

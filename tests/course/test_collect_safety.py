@@ -150,7 +150,8 @@ def test_undo_puts_back_what_each_collection_replaced(tmp_path, two_assignments)
     assert "restored 03_subspace as it was before (2 collected notebook(s))" in proc.stdout, proc.stdout
     assert files(course, skip=("history",)) == first
     kept = [p for p in (course / "history" / "undone").rglob("*.ipynb")]
-    assert [json.loads(p.read_text()) for p in kept] == [json.loads(solved("03_subspace"))]  # what the undone collection brought in
+    # what the undone collection brought in
+    assert [json.loads(p.read_text()) for p in kept] == [json.loads(solved("03_subspace"))]
     proc = run(course, two_assignments, "collect", "--undo")  # and the first collection too: back to nothing
     assert proc.returncode == 0 and "(0 collected notebook(s))" in proc.stdout, proc.stdout
     assert files(course, skip=("history",)) == {}
