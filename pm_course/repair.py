@@ -156,7 +156,7 @@ def _match(nb, reference, missing: list) -> list:
 
     def claim(cell, ref_cell):
         cell.metadata["nbgrader"] = copy.deepcopy(_meta(ref_cell))
-        free.remove(cell)
+        free[:] = [c for c in free if c is not cell]
         matched.append(ref_cell)
 
     written = []
@@ -178,10 +178,12 @@ def _match(nb, reference, missing: list) -> list:
     for ref_cell in written:
         before = reference.cells[reference.cells.index(ref_cell) - 1] if reference.cells.index(ref_cell) else None
         at = _find(nb, before) if before is not None else None
-        if at is not None and at + 1 < len(nb.cells):
-            cell = nb.cells[at + 1]
-            if cell in free and cell.cell_type == "markdown":
+        for cell in nb.cells[at + 1:at + 4] if at is not None else ():  # the first free text below the prompt
+            if _gid(cell):
+                break
+            if cell.cell_type == "markdown" and any(cell is c for c in free):
                 claim(cell, ref_cell)
+                break
     return matched
 
 

@@ -51,6 +51,17 @@ def test_every_exercise_answered_or_not_is_matched_back_whole(name):
         assert cells(nb) == cells(ref), (name, unanswered)
 
 
+def test_a_written_answer_is_found_below_its_prompt_past_a_scratch_cell(reference):
+    ref = reference("02_averaging")
+    nb = nbformat.reads(answered("02_averaging", strip_metadata=True), as_version=4)
+    at = cells(ref).index("why-average")
+    nb.cells.insert(at, nbformat.v4.new_code_cell("print(average_query)  # trying things"))
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("My notes"))  # free text elsewhere is not the answer
+    repair.repair(nb, ref, "02_averaging")
+    answer = nb.cells[cells(nb).index("why-average")]
+    assert answer.source == ref.cells[at].source and cells(nb)[0] is None
+
+
 def test_a_deleted_or_edited_test_cell_is_put_back_with_a_note(reference):
     ref = reference("02_averaging")
     nb = nbformat.reads(answered("02_averaging", drop=("test-avgw",), edit={"test-avgq": "pass  # sorry"}),
