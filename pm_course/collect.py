@@ -6,7 +6,8 @@ Each source is read where it is and copied, never moved or changed:
   :func:`pm_course.submissions.match`);
 - ``canvas ZIP``: Canvas's "Download Submissions", one flat zip per
   assignment. The assignment is the one ``--assignment`` names, or else
-  inferred from each file's name (``copying-1.ipynb`` is ``01_copying``'s
+  the one whose graded cells the notebook has (their nbgrader ids), or else
+  inferred from the file's name (``copying-1.ipynb`` is ``01_copying``'s
   notebook);
 - ``moodle ZIP``: Moodle's "Download all submissions", a folder per student.
 
@@ -21,6 +22,15 @@ What was found goes to ``course/submitted/<student>/<assignment>/<notebook>.ipyn
 (what nbgrader grades) and the manifest ``course/submissions.csv``; collecting
 an assignment again from the same LMS (or folders) replaces what the last
 collection found for it, and nothing else.
+
+No mistake loses work: the whole zip is read (every CRC checked) and every
+notebook matched before anything changes. A damaged zip, one with no notebook
+of the assignment, or one whose notebooks are another assignment's (by their
+graded cells, :func:`belongs_elsewhere`) is refused and changes nothing; a
+single student's notebook of another assignment is "could not be graded",
+saying whose. What a collection replaces is first copied to
+``course/history/`` (:mod:`pm_course.history`), and ``collect --undo`` puts
+it back.
 """
 from __future__ import annotations
 
@@ -165,7 +175,8 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     source : {"canvas", "moodle"}
         Which LMS made it.
     assignment : str or None
-        The assignment every notebook in the zip is for; None: inferred from each file's name.
+        The assignment every notebook in the zip is for; None: inferred from each notebook's graded
+        cells, else its file's name.
     ids : dict
         LMS id -> course student id, for students already known (kept, so that an id never changes).
     contents : dict, optional
