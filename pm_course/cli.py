@@ -2,6 +2,7 @@
 
     pm-course assignments                                   # student versions, in course/release/
     pm-course collect --from canvas submissions.zip --roster gradebook.csv
+    pm-course collect --undo                                # put back what the last collect replaced
     pm-course grade [--student S] [--assignment A] [--jobs N]
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
     pm-course feedback                                      # each page packed as the LMS takes it
