@@ -389,7 +389,7 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     ready = _prepare(found, data)
     _refuse_losing_work(found, ready, data, covered, old, path)
     command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "")
-    history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
+    kept = history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
     for entry in found.entries:
         if (entry.student, entry.assignment) in ready:
             _store(entry, data[(entry.student, entry.assignment)], *ready[(entry.student, entry.assignment)])
@@ -404,6 +404,9 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     seen = set(SOURCES_SEEN.read_text().splitlines()) if SOURCES_SEEN.is_file() else set()
     SOURCES_SEEN.write_text("".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
     _report(found, unused, covered, source, path)
+    if any(kept.glob("submitted/*/*")):
+        print(f"What was collected before for {', '.join(sorted(covered))} is kept in {kept}"
+              " (pm-course collect --undo puts it back).")
     return entries
 
 

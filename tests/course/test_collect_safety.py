@@ -140,8 +140,9 @@ def test_undo_puts_back_what_each_collection_replaced(tmp_path, two_assignments)
     first = files(course, skip=("history",))
     # the next download holds one student only: the other's collected notebook goes (into the history)
     partial = _zip(tmp_path / "partial.zip", [("obrienzoe_102_9002_subspace.ipynb", solved("03_subspace"), LATER)])
-    assert run(course, two_assignments, "collect", "--from", "canvas", partial,
-               "--assignment", "03_subspace").returncode == 0
+    proc = run(course, two_assignments, "collect", "--from", "canvas", partial, "--assignment", "03_subspace")
+    assert proc.returncode == 0, proc.stderr
+    assert f"What was collected before for 03_subspace is kept in {course / 'history'}/" in proc.stdout, proc.stdout
     second = files(course, skip=("history",))
     assert "submitted/nunezjose_101/03_subspace/subspace.ipynb" not in second and second != first
     proc = run(course, two_assignments, "collect", "--undo")
