@@ -41,6 +41,7 @@ from .feedback import HIDDEN  # a hidden-test region, markers included
 NOTES: dict[tuple[str, str], list[str]] = {}
 FAILURES: dict[tuple[str, str], str] = {}
 
+KEYS = ("grade", "solution", "locked", "points")  # what makes a cell graded, and how
 SIMILAR = 0.8  # a locked cell's source at least this similar (difflib's ratio) is that cell
 
 
@@ -143,6 +144,10 @@ def repair(nb, reference, assignment: str = "the assignment") -> list[str]:
     by_id = {_gid(c): c for c in ref}
     for cell in nb.cells:
         gid = _gid(cell)
+        if gid in by_id and any(_meta(cell).get(k) != _meta(by_id[gid]).get(k) for k in KEYS):
+            if is_test(by_id[gid]) or _meta(by_id[gid]).get("grade"):
+                notes.append(f"the nbgrader metadata of {_what(by_id[gid])} was changed: put back")
+            cell.metadata["nbgrader"] = copy.deepcopy(_meta(by_id[gid]))
         if gid in by_id and is_test(by_id[gid]) and _text(cell.source) != _text(by_id[gid].source):
             notes.append(f"{_what(by_id[gid])} was edited: graded as {assignment} has it")
     return notes

@@ -81,6 +81,16 @@ def test_a_deleted_or_edited_test_cell_is_put_back_with_a_note(reference):
     assert notes[-1] == "test cell 'test-proj' (3 points) was missing: put back from 03_subspace", notes
 
 
+def test_a_test_cell_made_ungraded_is_graded_again(reference):
+    ref = reference("03_subspace")
+    nb = nbformat.reads(answered("03_subspace"), as_version=4)
+    test = nb.cells[cells(nb).index("test-proj")]
+    test.metadata["nbgrader"].update(grade=False, locked=False, points=0)
+    assert repair.repair(nb, ref, "03_subspace") == [
+        "the nbgrader metadata of test cell 'test-proj' (3 points) was changed: put back"]
+    assert test.metadata["nbgrader"] == ref.cells[cells(ref).index("test-proj")].metadata["nbgrader"]
+
+
 def test_a_notebook_that_cannot_be_matched_is_refused_naming_what_is_missing(reference):
     nb = nbformat.reads(answered("02_averaging", strip_metadata=True,
                                  rename={"average_query": "q", "averaging_weight": "w"}), as_version=4)
