@@ -77,6 +77,15 @@ c.HideHiddenTests.cell_timeout = c.Execute.timeout
 # warning once the cells have run, before the grades are saved.
 from pm_course.isolate import HandInstructorVersions  # noqa: E402
 
+# No silent zero: a notebook whose cell metadata is gone, or that lost a test cell, is
+# matched back to the assignment's cells before nbgrader overwrites them (pm_course/repair.py).
+from nbgrader.preprocessors import OverwriteCells  # noqa: E402
+from pm_course.repair import RestoreCells  # noqa: E402
+
+c.Autograde.sanitize_preprocessors = [
+    q for p in Autograde.class_traits()["sanitize_preprocessors"].default()
+    for q in ((RestoreCells, OverwriteCells) if p is OverwriteCells else (p,))
+]
 c.Autograde.autograde_preprocessors = [
     q for p in Autograde.class_traits()["autograde_preprocessors"].default()
     for q in ((HandInstructorVersions, ExecuteWithOutputCap, WarningsAreNotFailures) if p is Execute else (p,))

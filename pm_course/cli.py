@@ -2,6 +2,7 @@
 
     pm-course assignments                                   # student versions, in course/release/
     pm-course collect --from canvas submissions.zip --roster gradebook.csv
+    pm-course collect --undo                                # put back what the last collect replaced
     pm-course grade [--student S] [--assignment A] [--jobs N]
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
     pm-course feedback                                      # each page packed as the LMS takes it
@@ -98,17 +99,24 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("collect", help="bring submissions in from a folder, a Canvas zip or a Moodle zip",
                        description="Copy submissions into the course folder, matching each file to a student and an"
                                    " assignment's notebook whatever the LMS did to its name; the newest upload wins,"
-                                   " every file not used is listed with the reason.")
-    p.add_argument("--from", dest="source", required=True, choices=("canvas", "moodle", "folder"),
+                                   " every file not used is listed with the reason. A collection that would replace"
+                                   " collected work with nothing or with another assignment's notebooks, or a damaged"
+                                   " zip, is refused and changes nothing; each collection keeps a copy of what it"
+                                   " replaces, which --undo puts back.")
+    p.add_argument("--from", dest="source", default=None, choices=("canvas", "moodle", "folder"),
                    help="canvas: Download Submissions (a flat zip); moodle: Download all submissions (a zip of"
-                        " folders); folder: DIR/<student>/<assignment>/<notebook>.ipynb")
-    p.add_argument("path", type=Path, metavar="PATH", help="the zip the LMS gave, or the folder")
+                        " folders); folder: DIR/<student>/<assignment>/<notebook>.ipynb (required, but for --undo)")
+    p.add_argument("path", type=Path, nargs="?", metavar="PATH", default=None,
+                   help="the zip the LMS gave, or the folder")
     p.add_argument("--roster", type=Path, metavar="FILE", default=None,
                    help="the LMS's gradebook export (Canvas) or grading worksheet (Moodle): its students who"
                         " submitted nothing get a row too")
     p.add_argument("--assignment", metavar="A", default=None,
                    help="the assignment the zip is for (a Canvas or Moodle download is one assignment's);"
-                        " default: inferred from each notebook's name")
+                        " default: inferred from each notebook's graded cells, else its name")
+    p.add_argument("--undo", action="store_true",
+                   help="put back what the last collection replaced (each collection keeps a copy in"
+                        " course/history/; what the undone one brought in is kept in course/history/undone/)")
 
     p = sub.add_parser("grade", help="grade what was collected, each notebook in a sandbox",
                        description="Grade the collected notebooks (each in its own sandboxed kernel), write"
@@ -195,7 +203,16 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "collect":
         from .collect import collect
 
-        collect(args.source, args.path, roster=args.roster, assignment=args.assignment)
+        if args.undo:
+            if args.source or args.path or args.roster or args.assignment:
+                parser().error("collect --undo takes no other argument (it undoes the last collection)")
+            from .history import undo
+
+            print(undo())
+        elif args.source is None or args.path is None:
+            parser().error("collect: --from and PATH are required (or --undo)")
+        else:
+            collect(args.source, args.path, roster=args.roster, assignment=args.assignment)
     elif args.command == "grade":
         from .grade import grade
 

@@ -6,7 +6,8 @@ Each source is read where it is and copied, never moved or changed:
   :func:`pm_course.submissions.match`);
 - ``canvas ZIP``: Canvas's "Download Submissions", one flat zip per
   assignment. The assignment is the one ``--assignment`` names, or else
-  inferred from each file's name (``copying-1.ipynb`` is ``01_copying``'s
+  the one whose graded cells the notebook has (their nbgrader ids), or else
+  inferred from the file's name (``copying-1.ipynb`` is ``01_copying``'s
   notebook);
 - ``moodle ZIP``: Moodle's "Download all submissions", a folder per student.
 
@@ -21,17 +22,28 @@ What was found goes to ``course/submitted/<student>/<assignment>/<notebook>.ipyn
 (what nbgrader grades) and the manifest ``course/submissions.csv``; collecting
 an assignment again from the same LMS (or folders) replaces what the last
 collection found for it, and nothing else.
+
+No mistake loses work: the whole zip is read (every CRC checked) and every
+notebook matched before anything changes. A damaged zip, one with no notebook
+of the assignment, or one whose notebooks are another assignment's (by their
+graded cells, :func:`belongs_elsewhere`) is refused and changes nothing; a
+single student's notebook of another assignment is "could not be graded",
+saying whose. What a collection replaces is first copied to
+``course/history/`` (:mod:`pm_course.history`), and ``collect --undo`` puts
+it back.
 """
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import shutil
 import zipfile
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from . import lms, submissions
-from .course import COURSE, CourseError, expected_notebooks
+from . import history, lms, submissions
+from .course import COURSE, CourseError, exercises_dir, expected_notebooks, source_notebook
 from .submissions import FAILED, GRADED, MISSING, Class, Entry
 
 SOURCES = ("folder", "canvas", "moodle")
@@ -64,8 +76,9 @@ def safe_members(zip_path: Path) -> list[zipfile.ZipInfo]:
         raise CourseError(f"{zip_path}: no such file")
     try:
         archive = zipfile.ZipFile(zip_path)
-    except zipfile.BadZipFile:
-        raise CourseError(f"{zip_path}: not a zip file (download the submissions from the LMS again)") from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:  # truncated, or not a zip at all
+        raise CourseError(f"{zip_path}: not a zip file, or a damaged one ({err}): download the submissions from"
+                          " the LMS again; nothing was changed") from None
     with archive:
         members = archive.infolist()
     bad = [m.filename for m in members if m.filename.startswith(("/", "\\")) or "\\" in m.filename
@@ -76,11 +89,83 @@ def safe_members(zip_path: Path) -> list[zipfile.ZipInfo]:
     return [m for m in members if not m.is_dir() and not submissions._ignored(Path(m.filename))]
 
 
+def read_zip(zip_path: Path) -> dict[str, bytes]:
+    """Every file of a zip read in full (CRC checked), by name: a damaged one stops the collection.
+
+    Files larger than :data:`MAX_BYTES` are left out (they are listed, not read).
+
+    Raises
+    ------
+    CourseError
+        Naming the zip and the damaged file (a bad CRC, a truncated or unreadable entry).
+    """
+    import zlib
+
+    members = safe_members(zip_path)
+    contents = {}
+    with zipfile.ZipFile(zip_path) as archive:
+        for member in members:
+            if member.file_size > MAX_BYTES:
+                continue
+            try:
+                contents[member.filename] = archive.read(member)
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError,
+                    ValueError) as err:
+                raise CourseError(f"{zip_path}: {member.filename} is damaged ({err}): download the submissions"
+                                  " from the LMS again; nothing was changed") from None
+    return contents
+
+
+def _source_ids() -> dict[str, frozenset]:
+    """Each assignment's graded and solution cell ids (grade_id), from its source notebook."""
+    return _ids_of_sources(exercises_dir())
+
+
+@functools.cache
+def _ids_of_sources(root: Path) -> dict[str, frozenset]:
+    return {a: frozenset(graded_ids(source_notebook(a).read_bytes())) for a in expected_notebooks()}
+
+
+def graded_ids(data: bytes | Path | None) -> set[str]:
+    """The grade_ids of a notebook's graded and solution cells (empty when it has none, or is no notebook)."""
+    try:
+        nb = json.loads(data.read_bytes() if isinstance(data, Path) else data or b"")
+        cells = nb["cells"]
+        return {c["metadata"]["nbgrader"]["grade_id"] for c in cells
+                if isinstance(c.get("metadata", {}).get("nbgrader"), dict)
+                and (c["metadata"]["nbgrader"].get("grade") or c["metadata"]["nbgrader"].get("solution"))
+                and isinstance(c["metadata"]["nbgrader"].get("grade_id"), str)}
+    except (ValueError, TypeError, KeyError, AttributeError, OSError):
+        return set()
+
+
+def owner(data: bytes | Path | None) -> str | None:
+    """The assignment a notebook is, by its graded cells' ids (not its name); None when no id is known.
+
+    The assignment whose source shares the most graded and solution cell ids
+    with the notebook (a notebook whose metadata was stripped has none: it is
+    matched back to its cells when graded, :mod:`pm_course.repair`).
+    """
+    ids = graded_ids(data)
+    shared = {a: len(ids & source) for a, source in _source_ids().items()}
+    best = max(shared, key=lambda a: (shared[a], a), default=None)
+    return best if best is not None and shared[best] > 0 else None
+
+
+def belongs_elsewhere(data: bytes | Path | None, assignment: str) -> str | None:
+    """The other assignment a notebook is, when its cells say it is not ``assignment``'s (else None)."""
+    ids = graded_ids(data)
+    mine = len(ids & _source_ids().get(assignment, frozenset()))
+    other = owner(data)
+    return other if other not in (None, assignment) and len(ids & _source_ids()[other]) > mine else None
+
+
 def _when(member: zipfile.ZipInfo) -> str:
     return datetime(*member.date_time).isoformat(sep=" ")
 
 
-def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str, str]) -> tuple[Class, dict]:
+def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str, str],
+             contents: dict[str, bytes] | None = None) -> tuple[Class, dict]:
     """Match a Canvas or Moodle zip's files to students and assignments.
 
     Parameters
@@ -90,9 +175,12 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     source : {"canvas", "moodle"}
         Which LMS made it.
     assignment : str or None
-        The assignment every notebook in the zip is for; None: inferred from each file's name.
+        The assignment every notebook in the zip is for; None: inferred from each notebook's graded
+        cells, else its file's name.
     ids : dict
         LMS id -> course student id, for students already known (kept, so that an id never changes).
+    contents : dict, optional
+        The zip's files as :func:`read_zip` read them (default: read here).
 
     Returns
     -------
@@ -103,7 +191,8 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     expected = expected_notebooks()
     by_stem = {submissions.normal(Path(nb).stem): a for a, nb in expected.items()}
     plugin = _plugin(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME)
-    found, candidates = Class(), {}
+    found, candidates, foreign = Class(), {}, {}
+    contents = read_zip(zip_path) if contents is None else contents
     for member in safe_members(zip_path):
         name = member.filename
         parsed = plugin.collect(name)
@@ -112,15 +201,28 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
                                       if Path(name).suffix != ".ipynb" else f"not named the way {source.title()} names submissions")
             continue
         original = Path(parsed["file_id"]).name
-        target = assignment or by_stem.get(submissions.normal(Path(original).stem))
-        if target is None:
-            found.why_unused[name] = f"not an assignment's notebook ({original}): pass --assignment if it is"
-            continue
         if member.file_size > MAX_BYTES:
             found.why_unused[name] = f"larger than {MAX_BYTES // 2**20} MB"
             continue
+        by_name = by_stem.get(submissions.normal(Path(original).stem))
+        by_cells = owner(contents.get(name))
+        # the cells decide, not the name; --assignment decides which assignment is collected
+        target = assignment or by_cells or by_name
+        if target is None:
+            found.why_unused[name] = f"not an assignment's notebook ({original}): pass --assignment if it is"
+            continue
         display = parsed.get("last_first") or parsed.get("full_name") or ""
         student = ids.setdefault(parsed["student_id"], lms.student_id(display, parsed["student_id"]))
+        elsewhere = belongs_elsewhere(contents.get(name), target)
+        if elsewhere:
+            found.why_unused[name] = (f"{elsewhere}'s notebook (its graded cells are {elsewhere}'s), not"
+                                      f" {target}'s")
+            found.foreign[name] = elsewhere
+            foreign.setdefault((student, target), (member, parsed, elsewhere))
+            continue
+        if by_name and by_name != target and not assignment:
+            found.warnings.append(f"{student}/{target}: {name} is named like {by_name}'s notebook, but its"
+                                  f" graded cells are {target}'s: collected as {target}")
         key = (submissions.normal(Path(original).stem) == submissions.normal(Path(expected[target]).stem),
                submissions.resubmission(Path(original).stem), int(parsed.get("submission_id") or 0), member.date_time)
         candidates.setdefault((student, target), []).append((key, member, parsed))
@@ -139,6 +241,13 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
             found.why_unused[older.filename] = f"an older upload: {student}'s newest, {member.filename}, is graded"
         found.entries.append(entry)
         chosen[(student, target)] = member
+    for (student, target), (member, parsed, elsewhere) in sorted(foreign.items(), key=lambda kv: kv[0]):
+        if (student, target) not in chosen:  # nothing of the assignment's own: the student sent the wrong file
+            display = (parsed.get("full_name") or parsed.get("last_first") or "").strip()
+            found.entries.append(Entry(
+                student, target, status=FAILED, name=display, lms=source, lms_id=parsed["student_id"],
+                late=bool(parsed.get("late")), submitted=_when(member), source=member.filename,
+                reason=f"submitted {elsewhere}'s notebook ({Path(parsed['file_id']).name}), not {target}'s"))
     return found, chosen
 
 
@@ -156,14 +265,59 @@ def _read_notebook(data: bytes | Path):
     return nb, drop_duplicate_cells(nb)
 
 
-def _store(entry: Entry, data: bytes | Path) -> None:
+def _prepare(found: Class, data: dict) -> dict:
+    """Read every notebook to be stored before anything is written: (notebook, dropped ids) by (student, assignment).
+
+    A file that is no notebook makes its entry "could not be graded", with the reason.
+    """
+    ready = {}
+    for entry in found.entries:
+        key = (entry.student, entry.assignment)
+        if entry.status == GRADED and key in data:
+            nb, dropped = _read_notebook(data[key])
+            if nb is None:
+                entry.status, entry.reason = FAILED, dropped
+            else:
+                ready[key] = (nb, dropped)
+    return ready
+
+
+def _mark_foreign(found: Class, path: Path) -> None:
+    """A folder's notebook whose graded cells are another assignment's is not graded as this one."""
+    for entry in found.entries:
+        other = belongs_elsewhere(entry.file, entry.assignment) if entry.file else None
+        if other:
+            rel = str(entry.file.relative_to(path))
+            found.foreign[rel] = other
+            entry.status, entry.file = FAILED, None
+            entry.reason = f"submitted {other}'s notebook ({rel}), not {entry.assignment}'s"
+
+
+def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old: list, path: Path) -> None:
+    """Stop (changing nothing) a collection that would replace collected work with another assignment's or nothing."""
+    what = ", ".join(sorted(covered))
+    had = sum(1 for e in old if e.assignment in covered and e.status == GRADED)
+    losing = f"; collecting it would replace the {had} notebook(s) collected for {what} with" if had else ""
+    if found.foreign and not any(owner(data[k]) == k[1] for k in ready):
+        others = sorted(set(found.foreign.values()))
+        files = sorted(found.foreign)
+        raise CourseError(
+            f"{path}: refused: its notebooks are {' and '.join(others)}'s (by their graded cells), not {what}'s:"
+            f" {', '.join(files[:3])}{f' and {len(files) - 3} more' if len(files) > 3 else ''}"
+            f"{losing and losing + ' notebooks of another assignment'}. Collect it with --assignment {others[0]}."
+            " Nothing was changed.")
+    if not ready:
+        seen = sorted(found.why_unused)
+        listed = (f"its files: {', '.join(f'{n} ({found.why_unused[n]})' for n in seen[:5])}"
+                  f"{f' and {len(seen) - 5} more' if len(seen) > 5 else ''}" if seen else "it holds no file")
+        raise CourseError(f"{path}: refused: no notebook of {what} could be collected from it ({listed})"
+                          f"{losing and losing + ' nothing'}. Nothing was changed.")
+
+
+def _store(entry: Entry, data: bytes | Path, nb, dropped: list[str]) -> None:
     """Copy an entry's notebook to nbgrader's submitted folder (only nbgrader's copy loses duplicated cells)."""
     import nbformat
 
-    nb, dropped = _read_notebook(data)
-    if nb is None:
-        entry.status, entry.reason = FAILED, dropped
-        return
     dest = COURSE / "submitted" / entry.student / entry.assignment
     if dest.exists():
         shutil.rmtree(dest)
@@ -221,18 +375,24 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
         people = lms.roster(roster, source) if roster else []
         for person in people:
             ids.setdefault(person.lms_id, lms.student_id(person.name, person.lms_id))
-        found, members = from_zip(path, source, assignment, ids)
+        contents = read_zip(path)  # all of it, before anything changes: a damaged file stops here
+        found, members = from_zip(path, source, assignment, ids, contents)
         covered = {assignment} if assignment else {e.assignment for e in found.entries}
         if not covered:
-            raise CourseError(f"{path}: no notebook of an assignment found (expected {sorted(expected.values())},"
-                              " or pass --assignment)")
-        with zipfile.ZipFile(path) as archive:
-            data = {k: archive.read(m) for k, m in members.items()}
+            raise CourseError(f"{path}: refused: no notebook of an assignment in it (expected"
+                              f" {sorted(expected.values())}, or pass --assignment); nothing was changed")
+        data = {k: contents[m.filename] for k, m in members.items()}
         unused = found.why_unused
         _add_roster(found, people, covered, ids, source)
+    if source == "folder":
+        _mark_foreign(found, path)
+    ready = _prepare(found, data)
+    _refuse_losing_work(found, ready, data, covered, old, path)
+    command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "")
+    kept = history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
     for entry in found.entries:
-        if entry.status == GRADED and (entry.student, entry.assignment) in data:
-            _store(entry, data[(entry.student, entry.assignment)])
+        if (entry.student, entry.assignment) in ready:
+            _store(entry, data[(entry.student, entry.assignment)], *ready[(entry.student, entry.assignment)])
     lms_name = "" if source == "folder" else source
     replaced = [e for e in old if e.assignment in covered and e.lms == lms_name]
     new = {(e.student, e.assignment) for e in found.entries if e.status == GRADED}
@@ -244,6 +404,9 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     seen = set(SOURCES_SEEN.read_text().splitlines()) if SOURCES_SEEN.is_file() else set()
     SOURCES_SEEN.write_text("".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
     _report(found, unused, covered, source, path)
+    if any(kept.glob("submitted/*/*")):
+        print(f"What was collected before for {', '.join(sorted(covered))} is kept in {kept}"
+              " (pm-course collect --undo puts it back).")
     return entries
 
 

@@ -22,6 +22,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -56,14 +57,34 @@ def drop_duplicate_cells(nb) -> list[str]:
     return dropped
 
 
+GENERIC = ("There was an error processing", "Traceback", "see the", "Please see")  # nbgrader's words for any failure
+EXCEPTION = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Warning)): (.+)$", re.M)
+
+
 def _why(log: str) -> str:
-    """A short reason from nbgrader's log of a failed autograde."""
+    """A short reason from nbgrader's log of a failed autograde: the cause, not "There was an error processing".
+
+    nbgrader logs the cause (an exception's last line, a warning about a cell
+    that is not the assignment's, a specific error) before its generic
+    "There was an error processing assignment"; a cell's source is never quoted
+    beyond its first line.
+    """
     if "DeadKernelError" in log or "Kernel died" in log:
         return "the kernel died (a memory or process cap, or a crash)"
     if "Timeout" in log:
         return "timed out"
-    errors = [line for line in log.splitlines() if line.startswith("[ERROR]") and "see the" not in line]
-    return errors[-1].removeprefix("[ERROR]").strip()[:200] if errors else "nbgrader could not grade it"
+    parts = []
+    unknown = list(dict.fromkeys(re.findall(r"\[WARNING\] Cell '([^']+)' does not exist in the database", log)))
+    if unknown:
+        parts.append(f"its cell(s) {', '.join(map(repr, unknown[:5]))} are not the assignment's (the notebook's"
+                     " nbgrader metadata was changed, or it is another assignment's)")
+    causes = [m for m in EXCEPTION.finditer(log) if m.group(1) != "NbGraderException"]
+    if causes:  # the first traceback's last line: the innermost cause
+        parts.append(f"{causes[0].group(1)}: {causes[0].group(2).strip()[:150]}")
+    specific = [line.removeprefix("[ERROR]").strip() for line in log.splitlines()
+                if line.startswith("[ERROR]") and not any(g in line for g in GENERIC)]
+    parts += specific[:1]
+    return "; ".join(parts)[:400] if parts else "nbgrader could not grade it (see course/nbgrader.log)"
 
 
 def _autograde(entry) -> tuple[str, str, str]:
@@ -72,8 +93,10 @@ def _autograde(entry) -> tuple[str, str, str]:
     shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
     result = api().autograde(entry.assignment, entry.student, force=True, create=True)
     log = f"$ nbgrader autograde {entry.assignment} {entry.student}\n" + result.get("log", "") + result.get("error", "")
+    failure, reason = _repaired(entry)
     if not result["success"]:
-        return submissions_mod.FAILED, _why(log), log
+        return submissions_mod.FAILED, failure or _why(log), log
+    entry.reason = reason
     wrong = hidden.failures(entry.assignment, probes)
     if wrong:
         log += _zero_cells(entry, wrong)
@@ -81,6 +104,36 @@ def _autograde(entry) -> tuple[str, str, str]:
     made = api().generate_feedback(entry.assignment, entry.student, force=True)
     log += made.get("log", "") + made.get("error", "")
     return entry.status, entry.reason, log
+
+
+def _repaired(entry) -> tuple[str | None, str]:
+    """What :mod:`pm_course.repair` did to this notebook: (why it could not be matched or None, the reason
+    with a note per repair)."""
+    from . import repair
+
+    key = (entry.assignment, entry.student)
+    notes = repair.NOTES.pop(key, [])
+    return repair.FAILURES.pop(key, None), "; ".join(r for r in (entry.reason, *notes) if r)
+
+
+def _explain_lost_points(entries) -> None:
+    """Every score below full gets a reason: the graded cells that lost points (added to the entry's reason)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    coursedir = api().coursedir
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        for entry in entries:
+            if entry.status != submissions_mod.GRADED or entry.score is None or entry.score >= entry.max_score:
+                continue
+            try:
+                submission = gradebook.find_submission(entry.assignment, entry.student)
+            except MissingEntry:
+                continue
+            lost = [f"{g.name} not reviewed yet" if g.needs_manual_grade
+                    else f"{g.name} {g.score or 0:g}/{g.max_score:g}" for nb in submission.notebooks for g in nb.grades
+                    if g.max_score and (g.needs_manual_grade or (g.score or 0) < g.max_score)]
+            text = "lost points: " + (", ".join(lost) if lost else f"{entry.score:g} of {entry.max_score:g}")
+            entry.reason = "; ".join(r for r in (entry.reason, text) if r)
 
 
 def jobs(given: int | None = None) -> int:
@@ -269,6 +322,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     hashes.update({f"{e.student}/{e.assignment}": {"submission": _digest(e), "source": sources[e.assignment]}
                    for e in todo})
     GRADED_HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    _explain_lost_points(chosen)
     rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
             **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},
             **{(e.student, e.assignment): _row(e) for e in chosen}}

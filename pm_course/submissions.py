@@ -53,6 +53,7 @@ class Class:
     unused: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     why_unused: dict = field(default_factory=dict)  # a file not used -> why (when it is not the usual reason)
+    foreign: dict = field(default_factory=dict)     # a notebook another assignment's cells -> that assignment
 
 
 def normal(stem: str) -> str:

@@ -6,6 +6,7 @@ a stray file that is not a notebook, and a student who submitted nothing.
 """
 import csv
 import io
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -33,6 +34,8 @@ MOODLE_ROSTER = [  # participant id, full name, status
 
 
 def source(name):
+    if name not in ASSIGNMENTS:  # any other exercise of the repository
+        return next((ROOT / "exercises" / name).glob("*.ipynb"))
     return ROOT / "exercises" / name / ASSIGNMENTS[name][0]
 
 
@@ -47,6 +50,34 @@ def blank(name):
         if "### BEGIN SOLUTION" in cell.source:
             head = cell.source.split("### BEGIN SOLUTION")[0]
             cell.source = head + "raise NotImplementedError()\n"
+    return nbformat.writes(nb).encode()
+
+
+HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
+
+
+def answered(name, *, strip_metadata=False, drop=(), rename=None, edit=None, unanswered=False):
+    """A right answer as a student hands it in: the student version (no hidden tests) with the answers written.
+
+    ``strip_metadata``: every cell's nbgrader metadata gone and new cell ids (the
+    cells copied into a new notebook); ``drop``: the cells with these grade_ids
+    deleted; ``rename``: {old: new} function names changed everywhere; ``edit``:
+    {grade_id: source} cells rewritten; ``unanswered``: the answers left as released
+    (``raise NotImplementedError()``).
+    """
+    nb = nbformat.read(source(name), as_version=4)
+    for cell in nb.cells:
+        cell.source = (edit or {}).get(cell.metadata.get("nbgrader", {}).get("grade_id"), cell.source)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in drop]
+    for i, cell in enumerate(nb.cells):
+        cell.source = HIDDEN.sub("", cell.source)
+        if unanswered and "### BEGIN SOLUTION" in cell.source:
+            cell.source = cell.source.split("### BEGIN SOLUTION")[0] + "raise NotImplementedError()\n"
+        for old, new in (rename or {}).items():
+            cell.source = re.sub(rf"\b{old}\b", new, cell.source)
+        if strip_metadata:
+            cell.metadata.pop("nbgrader", None)
+            cell.id = f"copied-{i}"
     return nbformat.writes(nb).encode()
 
 
