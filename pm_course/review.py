@@ -147,6 +147,24 @@ def written_totals(gradebook, assignment: str) -> dict[str, tuple[float, float, 
     return {s: tuple(t) for s, t in out.items()}
 
 
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula at the start of a cell
+
+
+def cell_text(text: str) -> str:
+    """A student's text made safe for a spreadsheet: a leading ``'`` where it would start a formula.
+
+    A spreadsheet opening the sheet would otherwise run ``=HYPERLINK(...)``
+    written by a student; the ``'`` shows the text as it is (and is not part
+    of the answer when the sheet is applied).
+    """
+    return "'" + text if text.startswith(FORMULA) else text
+
+
+def from_cell(text: str) -> str:
+    """The text :func:`cell_text` was given."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA) else text
+
+
 def _points(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".")
 
@@ -277,8 +295,8 @@ def sheet_rows(assignment: str) -> list[dict]:
                 else:
                     points = ""
                 rows.append({"student_id": student, "cell": w["cell"], "max_points": _points(w["points"]),
-                             "points": points, "comment": comment.manual_comment or "",
-                             "answer": answers.get(w["cell"], "")})
+                             "points": points, "comment": cell_text(comment.manual_comment or ""),
+                             "answer": cell_text(answers.get(w["cell"], ""))})
     return rows
 
 
@@ -313,7 +331,8 @@ def write_sheet(assignment: str) -> tuple[Path, Path]:
         if any(known.get((r.get("student_id"), r.get("cell"))) != (r.get("points"), r.get("comment")) for r in old):
             kept = out.with_name(f"{assignment}-{datetime.now():%Y%m%d-%H%M%S}.csv")
             out.rename(kept)
-            print(f"{out.name} had points or comments not applied yet: kept as {kept}")
+            print(f"{out.name} had points or comments that the gradebook does not (not applied yet, or cleared"
+                  f" since because the answer changed): kept as {kept}")
     with out.open("w", newline="", encoding="utf-8-sig") as f:  # the BOM: spreadsheets then read UTF-8
         writer = csv.DictWriter(f, SHEET)
         writer.writeheader()
@@ -371,8 +390,8 @@ def review_page(assignment: str, rows: list[dict]) -> str:
             else:
                 status = f"<span class=\"status\">{e(r['points'])} of {e(r['max_points'])} points</span>"
             if r["comment"]:
-                status += f" &mdash; {e(r['comment'])}"
-            answer = f"<pre>{e(r['answer'])}</pre>" if r["answer"] else "<p class=\"empty\">(no answer)</p>"
+                status += f" &mdash; {e(from_cell(r['comment']))}"
+            answer = f"<pre>{e(from_cell(r['answer']))}</pre>" if r["answer"] else "<p class=\"empty\">(no answer)</p>"
             parts.append(f"<article aria-label=\"{e(r['student_id'])}, {e(w['cell'])}\">\n"
                          f"<h4>{e(r['student_id'])}</h4>\n<p>{status}</p>\n{answer}\n</article>\n")
         parts.append("</section>\n")
@@ -415,7 +434,7 @@ def apply(assignment: str, path: Path) -> int:
     for number, row in enumerate(rows, start=2):  # row 1 is the header, as a spreadsheet counts
         where = f"{path}, row {number}"
         student, cell = (row.get("student_id") or "").strip(), (row.get("cell") or "").strip()
-        raw, comment = (row.get("points") or "").strip(), (row.get("comment") or "").strip()
+        raw, comment = (row.get("points") or "").strip(), from_cell((row.get("comment") or "").strip())
         bad = []
         if student not in students:
             bad.append(f"column student_id: {student!r} has no graded {assignment}"
@@ -440,7 +459,7 @@ def apply(assignment: str, path: Path) -> int:
             if student not in answers:
                 answers[student] = graded_answers(assignment, student, list(cells.values()))
             now = (answers[student] or {}).get(cell, "")
-            if digest(row.get("answer") or "") != digest(now):
+            if digest(from_cell(row.get("answer") or "")) != digest(now):
                 bad.append(f"column answer: not the answer graded last (the student's work was graded again since"
                            f" this sheet was written): write the sheet again with pm-course review {assignment}")
         seen.setdefault((student, cell), number)

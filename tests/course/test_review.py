@@ -21,7 +21,8 @@ from conftest import ROOT, MARCH, LATER, _zip, read_csv, solved
 
 NAME, NOTEBOOK, CELL = "02_averaging", "averaging.ipynb", "why-average"
 ZOE_FIRST = "The denominator is 2e^beta + n - 2, so alpha_a = e^beta/(2e^beta + n - 2), which tends to 1/2."
-ZOE_SECOND = "Both weights tend to one half because the other keys' weights vanish; c is the average."
+# starts as a spreadsheet formula would: the sheet must not hand it to Excel as one
+ZOE_SECOND = "=HYPERLINK(\"http://example.org\") Both weights tend to one half; the others vanish."
 JOSE = "Two scores are $\\beta$, $n-2$ are $0$: $\\alpha_a = 1/(2 + (n-2)e^{-\\beta})$ <b>not bold</b>"
 GRADEBOOK = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", f"{NAME} (501)"],
              ["    Points Possible", "", "", "", "", "6"],
@@ -188,7 +189,15 @@ def test_a_regrade_keeps_a_review_while_the_answer_is_unchanged_and_flags_a_chan
     proc = run(env, "review", NAME)
     rows = {r["student_id"]: r for r in sheet(course / "review" / f"{NAME}.csv")}
     assert (rows["nunezjose_101"]["points"], rows["obrienzoe_102"]["points"]) == ("2", "")
-    assert rows["obrienzoe_102"]["answer"] == ZOE_SECOND
+    assert rows["obrienzoe_102"]["answer"] == "'" + ZOE_SECOND  # text to a spreadsheet, not a formula
+    # that sheet, filled in, applies: the quote is not part of the answer
+    rows["obrienzoe_102"].update(points="1", comment="-1 for the missing reason")
+    path = write_sheet(tmp / "after-regrade.csv", list(rows.values()))
+    proc = run(env, "review", NAME, "--apply", path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (grades(course)["obrienzoe_102"]["score"], grades(course)["obrienzoe_102"]["awaiting_review"]) == ("5", "0")
+    assert run(env, "review", NAME).returncode == 0
+    assert sheet(course / "review" / f"{NAME}.csv")[1]["comment"] == "'-1 for the missing reason"
 
 
 def test_a_sheet_written_before_the_answer_changed_is_refused(graded):
@@ -199,7 +208,7 @@ def test_a_sheet_written_before_the_answer_changed_is_refused(graded):
     proc = run(env, "review", NAME, "--apply", path)
     assert proc.returncode != 0 and f"{path}, row 2, column answer: not the answer graded last" in proc.stderr, \
         proc.stderr
-    assert grades(tmp / "course")["obrienzoe_102"]["score"] == "4"
+    assert grades(tmp / "course")["obrienzoe_102"]["score"] == "5"  # as the last applied sheet left it
 
 
 def test_a_score_entered_in_the_formgrader_counts_the_same(graded):
@@ -212,6 +221,7 @@ def test_a_score_entered_in_the_formgrader_counts_the_same(graded):
         grade = gb.find_grade(CELL, "averaging", NAME, "obrienzoe_102")
         grade.manual_score, grade.needs_manual_grade = 2.0, False
         gb.db.commit()
+    assert grades(course)["obrienzoe_102"]["score"] == "5"  # grades.csv as pm-course last wrote it
     assert status_row(env) == [NAME, "2", "2", "0", "0", "0"]
     out = tmp / "canvas-after-formgrader.csv"
     proc = run(env, "export", "--to", "canvas", gradebook, "-o", out)
