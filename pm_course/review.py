@@ -29,12 +29,12 @@ import math
 import re
 from pathlib import Path
 
+from nbconvert.preprocessors import Preprocessor
+
 from .course import COURSE, CourseError, api, assignment_names, expected_notebooks, source_notebook
 
 REVIEW = COURSE / "review"
 SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer")
-# grades.csv's columns for the written answers (pm_course.grade.COLUMNS ends with them)
-GRADE_COLUMNS = ("written_score", "written_max", "awaiting_review")
 STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's place in the student version
 SOLUTION = re.compile(r"^[^\n]*### BEGIN SOLUTION[^\n]*\n?(.*?)^[^\n]*### END SOLUTION[^\n]*$", re.S | re.M)
 
@@ -376,13 +376,15 @@ def review_page(assignment: str, rows: list[dict]) -> str:
     for w in cells:
         n = sum(r["cell"] == w["cell"] for r in rows)
         waiting = sum(r["cell"] == w["cell"] and r["points"] == "" for r in rows)
-        parts.append(f"<li><a href=\"#{e(w['cell'])}\">{e(w['cell'])}</a>: {n} answers, {waiting} awaiting review</li>\n")
+        parts.append(f"<li><a href=\"#{e(w['cell'])}\">{e(w['cell'])}</a>: {n} answers,"
+                     f" {waiting} awaiting review</li>\n")
     parts.append("</ul></nav>\n")
     for w in cells:
         parts.append(f"<section class=\"cell\" id=\"{e(w['cell'])}\" aria-labelledby=\"h-{e(w['cell'])}\">\n"
                      f"<h2 id=\"h-{e(w['cell'])}\">{e(w['cell'])} ({_points(w['points'])} points)</h2>\n"
                      f"<h3>The question</h3>\n<div class=\"prompt\"><pre>{e(w['prompt'])}</pre></div>\n"
-                     f"<h3>The model answer and its rubric</h3>\n<div class=\"model\"><pre>{e(w['model'])}</pre></div>\n"
+                     f"<h3>The model answer and its rubric</h3>\n"
+                     f"<div class=\"model\"><pre>{e(w['model'])}</pre></div>\n"
                      f"<h3>The students' answers</h3>\n")
         for r in (r for r in rows if r["cell"] == w["cell"]):
             if r["points"] == "":
@@ -452,7 +454,8 @@ def apply(assignment: str, path: Path) -> int:
                 bad.append(f"column points: {raw!r} is not a number")
                 points = None
             elif cell in cells and not 0 <= points <= cells[cell]["points"]:
-                bad.append(f"column points: {raw} is outside 0 to {_points(cells[cell]['points'])}, the points of {cell}")
+                bad.append(f"column points: {raw} is outside 0 to {_points(cells[cell]['points'])},"
+                           f" the points of {cell}")
         if not bad and (student, cell) in seen:
             bad.append(f"columns student_id, cell: {student} {cell} is also on row {seen[student, cell]}")
         if not bad and "answer" in columns and (raw or comment):
@@ -534,3 +537,27 @@ def status() -> str:
     if waiting_total:
         lines.append(f"{waiting_total} written answer(s) await review: pm-course review ASSIGNMENT writes the sheet.")
     return "\n".join(lines)
+
+
+# --- the feedback page: an answer not reviewed yet says so ---------------------------------
+AWAITING = "Awaiting review by your instructor: this answer's points are not counted yet."
+
+
+class AwaitingReview(Preprocessor):
+    """Feedback (after GetGrades): a written answer not reviewed yet says so, rather than a bare score of 0."""
+
+    enabled = True  # nbconvert skips preprocessors that are not enabled
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if not (meta.get("grade") and meta.get("solution")):
+                    continue
+                grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"], info["student"])
+                if awaiting(grade):
+                    meta["comment"] = AWAITING + (f"\n\n{meta['comment']}" if meta.get("comment") else "")
+        return nb, resources

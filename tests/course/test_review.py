@@ -94,6 +94,8 @@ def test_grading_counts_the_written_points_in_the_maximum_and_awaits_their_revie
         assert (rows[student]["written_score"], rows[student]["written_max"], rows[student]["awaiting_review"]) \
             == ("0", "2", "1")
     assert "Written answers awaiting review: 2" in proc.stdout, proc.stdout
+    page = (tmp / "course" / "feedback" / "nunezjose_101" / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+    assert "Awaiting review by your instructor" in page  # not a bare "Score: 0.0 / 2.0"
 
 
 def test_status_and_the_review_sheet_before_any_review(graded):
@@ -161,7 +163,7 @@ def test_an_applied_sheet_lands_in_grades_the_canvas_import_the_feedback_and_sta
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r[-1] for r in read_csv(out)[1:]] == ["6", "6", "5.5"], read_csv(out)
     page = (course / "feedback" / "obrienzoe_102" / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text()
-    assert "say why the other weights vanish" in page and "5.5" in page
+    assert "say why the other weights vanish" in page and "5.5" in page and "Awaiting review" not in page
     assert status_row(env) == [NAME, "2", "2", "0", "0", "0"]
     again = run(env, "review", NAME)  # the sheet written again shows what was recorded
     assert [(r["points"], r["comment"]) for r in sheet(path)] == [
