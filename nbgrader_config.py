@@ -90,3 +90,8 @@ c.Autograde.autograde_preprocessors = [
     q for p in Autograde.class_traits()["autograde_preprocessors"].default()
     for q in ((HandInstructorVersions, ExecuteWithOutputCap, WarningsAreNotFailures) if p is Execute else (p,))
 ]
+
+# a written answer that no one has reviewed yet says so on the feedback page (after GetGrades)
+from pm_course.review import AwaitingReview  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, AwaitingReview]

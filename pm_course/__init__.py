@@ -11,6 +11,7 @@ One command, ``pm-course`` (:mod:`pm_course.cli`), with a module per concept:
 :mod:`.lms`            rosters, gradebooks and worksheets of Canvas and Moodle
 :mod:`.grade`          grading (JOBS at a time), grades.csv, regrading
 :mod:`.export`         grades and feedback out, as an LMS takes them back
+:mod:`.review`         written answers scored by a person, kept across regrades
 :mod:`.sandbox`        the bubblewrap kernels that run student code
 :mod:`.isolate`        each point judged on its own function
 :mod:`.hidden`         hidden tests judged in the grader's own process

@@ -7,6 +7,8 @@
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
     pm-course feedback                                      # each page packed as the LMS takes it
     pm-course book                                          # the course edition of the site
+    pm-course review ASSIGNMENT [--apply SHEET]             # score the written answers
+    pm-course status                                        # per assignment: graded, failed, to review
 
 Everything generated goes to the course folder (``course/`` at the repository's
 root, or ``--course DIR``, or ``$PM_COURSE_DIR``); what students handed in is
@@ -28,6 +30,9 @@ A term with an LMS:
   pm-course grade                             grade what was collected
   pm-course export --to canvas gradebook.csv  course/export/canvas-grades.csv, for Grades > Import
   pm-course feedback                          course/export/feedback-canvas/<assignment>/<Canvas id>/
+  pm-course review 02_averaging               course/review/02_averaging.csv (and .html): score the written answers
+  pm-course review 02_averaging --apply course/review/02_averaging.csv
+  pm-course status                            per assignment: submissions, graded, failed, awaiting review
 
 The course file (course.toml at the repository's root, or --config FILE) says what
 the LMS cannot: the time zone, each assignment's due date and gradebook column
@@ -175,6 +180,24 @@ def parser() -> argparse.ArgumentParser:
                    help="the folder to write to (default: course/export/)")
     _late_options(p)
 
+    p = sub.add_parser("review", help="score the written answers: a sheet to fill in, then --apply it",
+                       description="Write course/review/ASSIGNMENT.csv (student_id, cell, max_points, points,"
+                                   " comment, answer: one row per student and written answer; points empty until"
+                                   " reviewed) and ASSIGNMENT.html (the answers beside the model answer and its"
+                                   " rubric). With --apply, record a filled-in sheet's points and comments as"
+                                   " nbgrader manual grades (the formgrader's own fields), then update grades.csv"
+                                   " and the feedback pages. A regrade keeps a review while the answer is"
+                                   " unchanged; a changed answer awaits review again.")
+    p.add_argument("assignment", metavar="ASSIGNMENT", help="the assignment whose written answers to review")
+    p.add_argument("--apply", type=Path, metavar="SHEET", default=None,
+                   help="record this filled-in sheet (checked first: a bad row names its row and column, and"
+                        " nothing is recorded)")
+
+    sub.add_parser("status", help="per assignment: submissions, graded, could not be graded, awaiting review",
+                   description="For each assignment collected: the submissions, how many were graded, could not"
+                               " be graded or are not graded yet, and the written answers awaiting review (from"
+                               " the gradebook: reviews from the formgrader count too).")
+
     sub.add_parser("book", help="build the course edition of the site (no solutions, no hidden tests)",
                    description="Build the course edition of the site into course/book: the chapters, and the"
                                " exercises as students get them.")
@@ -227,6 +250,17 @@ def main(argv: list[str] | None = None) -> None:
         from .export import Late, pack_feedback
 
         pack_feedback(args.output, Late.of(args.late_penalty, args.due))
+    elif args.command == "review":
+        from . import review
+
+        if args.apply is not None:
+            review.apply(args.assignment, args.apply)
+        else:
+            review.write_sheet(args.assignment)
+    elif args.command == "status":
+        from .review import status
+
+        print(status())
     elif args.command == "book":
         from .book import book
 

@@ -38,6 +38,7 @@ GRADES = COURSE / "grades.csv"
 GRADED_HASHES = COURSE / "graded.json"  # what each notebook was when last graded, so that grade skips it unchanged
 COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
            "late", "submitted", "name", "lms", "lms_id")
+COLUMNS += ("written_score", "written_max", "awaiting_review")  # the written answers (pm_course/review.py)
 
 
 def drop_duplicate_cells(nb) -> list[str]:
@@ -317,6 +318,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         regrade -= {(e.student, e.assignment) for e in same}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
     _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
+    _keep_reviews(todo)
     _read_scores(chosen)
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
     hashes.update({f"{e.student}/{e.assignment}": {"submission": _digest(e), "source": sources[e.assignment]}
@@ -329,6 +331,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     for e in entries:  # collected, never graded: their manifest's status, without a score
         rows.setdefault((e.student, e.assignment), _row(e) if e.status != submissions_mod.GRADED
                         else {**_row(e), "status": "not graded yet", "score": ""})
+    _written_totals(rows)
     write_grades(rows, GRADES)
     _say_what_changed(before, rows, regrade)
     everyone = [_entry(r) for r in rows.values()]
@@ -349,6 +352,23 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
               " them again).")
     print(f"Grades:   {GRADES} (one row per student and assignment, with a status)")
     print(f"Feedback: {COURSE / 'feedback'}")
+
+
+def _keep_reviews(todo) -> None:
+    """Written answers: a review stands while its answer is unchanged; a changed answer awaits review again."""
+    from . import review
+
+    review.after_grading(todo)
+
+
+def _written_totals(rows: dict) -> None:
+    """grades.csv's written-answer columns (and scores) from the gradebook, formgrader reviews included."""
+    from . import review
+
+    review.annotate(rows)
+    waiting = sum(int(r.get("awaiting_review") or 0) for r in rows.values())
+    if waiting:
+        print(f"Written answers awaiting review: {waiting} (pm-course status; pm-course review ASSIGNMENT)")
 
 
 def _read_scores(entries) -> None:
@@ -402,6 +422,9 @@ def grades() -> list:
     """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
     if not GRADES.is_file():
         raise CourseError(f"no grades yet ({GRADES} is missing): run pm-course grade first")
+    from . import review
+
+    review.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
     return [e for e in map(_entry, read_grades(GRADES).values()) if not lms.is_test_student(e.name)]
 
 

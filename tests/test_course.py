@@ -16,9 +16,11 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
-MAX_POINTS = {"01_copying": 8, "02_averaging": 4, "03_subspace": 3, "04_noisy_keys": 6, "05_two_heads": 6,
+MAX_POINTS = {"01_copying": 12, "02_averaging": 6, "03_subspace": 3, "04_noisy_keys": 9, "05_two_heads": 8,
               "06_debug_head": 10, "07_bookkeeping": 10,
               "08_patterns_messages": 7}
+# of those, the written answers' points (manually graded: pm-course review); the rest is autograded
+WRITTEN_POINTS = {"01_copying": 4, "02_averaging": 2, "04_noisy_keys": 3, "05_two_heads": 2}
 PER_CELL_TIMEOUT = 10  # nbgrader_config.py
 
 
@@ -68,6 +70,9 @@ def test_every_assignment_has_points_and_unique_ids():
         ids = [m["grade_id"] for m in meta]
         assert len(ids) == len(set(ids)), folder.name
         assert sum(m.get("points", 0) for m in meta if m.get("grade")) == MAX_POINTS[folder.name]
+        written = [m for m in meta if m.get("grade") and m.get("solution")]
+        assert sum(m["points"] for m in written) == WRITTEN_POINTS.get(folder.name, 0), folder.name
+        assert all(m["points"] > 0 for m in written), f"{folder.name}: a written answer worth nothing"
 
 
 def test_student_versions_leak_nothing(course):
@@ -171,10 +176,13 @@ def test_grading_end_to_end(course, tmp_path):
     score = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows if r["status"] == "graded"}
     status = {(r["student_id"], r["assignment"]): r["status"] for r in rows}
     assert status[("cy_loop", "02_averaging")] == "not submitted"
+    max_score = {(r["student_id"], r["assignment"]): float(r["max_score"]) for r in rows if r["status"] == "graded"}
     for name, points in MAX_POINTS.items():
-        assert score[("ada_full", name)] == points, (name, score[("ada_full", name)])
+        # the written answers count once reviewed: until then the score is the autograded part
+        assert score[("ada_full", name)] == points - WRITTEN_POINTS.get(name, 0), (name, score[("ada_full", name)])
+        assert max_score[("ada_full", name)] == points, name
         assert score[("bob_blank", name)] == 0, name
-    full = MAX_POINTS["01_copying"]
+    full = MAX_POINTS["01_copying"] - WRITTEN_POINTS["01_copying"]
     expected = {
         "cy_loop": full - 1,         # smallest_beta loops: its 1-point check times out, the rest stand
         "hal_flood": full - 1,       # the same, printing all the while: still only that check

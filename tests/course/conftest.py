@@ -15,7 +15,8 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ASSIGNMENTS = {"02_averaging": ("averaging.ipynb", 4), "03_subspace": ("subspace.ipynb", 3)}
+# notebook and points (02_averaging: 4 autograded, and a written answer of 2 scored by a person)
+ASSIGNMENTS = {"02_averaging": ("averaging.ipynb", 6), "03_subspace": ("subspace.ipynb", 3)}
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "02_averaging (501)",
                   "03_subspace (502)", "Current Score", "Final Score"]
@@ -114,7 +115,7 @@ def canvas_gradebook(path: Path) -> Path:
     with path.open("w", newline="", encoding="utf-8-sig") as f:
         w = csv.writer(f)
         w.writerow(CANVAS_COLUMNS)
-        w.writerow(["    Points Possible", "", "", "", "", "4", "3", "(read only)", "(read only)"])
+        w.writerow(["    Points Possible", "", "", "", "", "6", "3", "(read only)", "(read only)"])
         for row in CANVAS_ROSTER:
             w.writerow([*row, "", "", "", ""])
         w.writerow(["Student, Test", "999", "", "", "Section A", "", "", "", ""])

@@ -10,6 +10,7 @@ import pytest
 from pm_course import cli
 
 SUBCOMMANDS = ("init", "assignments", "collect", "grade", "export", "feedback", "book")
+SUBCOMMANDS += ("review", "status")
 
 
 def _subparsers(parser):

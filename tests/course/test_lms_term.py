@@ -45,7 +45,8 @@ def test_grading_shows_progress_and_a_summary(term):
     assert "s/notebook" in graded.stderr or "notebook/s" in graded.stderr, graded.stderr[-2000:]
     assert "Graded 5 notebooks of 6 students." in graded.stdout, graded.stdout
     table = graded.stdout.split("\nstudent ")[1]
-    assert "nunezjose_101               4/4          3/3      7/7" in table, table
+    # 02_averaging's written answer (2 points) awaits review: 4 of its 6 points so far
+    assert "nunezjose_101               4/6          3/3      7/9" in table, table
 
 
 def test_the_canvas_import_has_canvas_columns_one_row_per_student_and_the_scores(term):
@@ -55,7 +56,7 @@ def test_the_canvas_import_has_canvas_columns_one_row_per_student_and_the_scores
     assert proc.returncode == 0, proc.stderr
     assert read_csv(out) == [
         CANVAS_COLUMNS[:7],
-        ["    Points Possible", "", "", "", "", "4", "3"],
+        ["    Points Possible", "", "", "", "", "6", "3"],
         ["Núñez, José", "101", "S101", "jnunez", "Section A", "4", "2.7"],   # 03 late: 3 - 10%
         ["O'Brien, Zoë", "102", "S102", "zobrien", "Section A", "", "0"],
         ["Smith, Ann Marie", "103", "S103", "asmith", "Section B", "", ""],  # submitted nothing

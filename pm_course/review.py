@@ -1,0 +1,563 @@
+"""Written answers, read and scored by a person (``pm-course review``), and kept across regrades.
+
+    pm-course review 02_averaging                   # course/review/02_averaging.csv and .html
+    pm-course review 02_averaging --apply sheet.csv # its points and comments into the gradebook
+    pm-course status                                # per assignment: graded, failed, awaiting review
+
+A written answer is an nbgrader manually graded cell (``grade`` and
+``solution`` in its metadata, with ``points``); the model answer in the
+source notebook ends with a rubric saying what earns each point. The review
+sheet has one row per student and written cell (``student_id, cell,
+max_points, points, comment, answer``); points are empty until reviewed.
+Applying it writes nbgrader's own fields (a grade's ``manual_score``, a
+comment's ``manual_comment``), the ones nbgrader's formgrader writes, so a
+score given either way counts the same: grades.csv, the exports and the
+feedback pages read the gradebook.
+
+Each grading records a hash of every written answer it read
+(``course/review/answers/<assignment>/<student>.json``). When a regrade finds
+the answer unchanged, its review stands; when the answer changed, its points
+are cleared and it awaits review again (and this is printed).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import html
+import json
+import math
+import re
+from pathlib import Path
+
+from nbconvert.preprocessors import Preprocessor
+
+from .course import COURSE, CourseError, api, assignment_names, expected_notebooks, source_notebook
+
+REVIEW = COURSE / "review"
+SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer")
+STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's place in the student version
+SOLUTION = re.compile(r"^[^\n]*### BEGIN SOLUTION[^\n]*\n?(.*?)^[^\n]*### END SOLUTION[^\n]*$", re.S | re.M)
+
+
+# --- the written cells and their answers -------------------------------------------------
+def written_cells(assignment: str) -> list[dict]:
+    """The assignment's written answers, in notebook order: grade_id, points, prompt, model answer, prefix.
+
+    ``prefix`` is the cell's text before its solution (``**Your answer.**``),
+    which every student's copy starts with and which is not part of the answer.
+    """
+    import nbformat
+
+    nb = nbformat.read(source_notebook(assignment), as_version=4)
+    out = []
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if not (meta.get("grade") and meta.get("solution")):
+            continue
+        found = SOLUTION.search(cell.source)
+        prompt = nb.cells[i - 1].source if i and not nb.cells[i - 1].metadata.get("nbgrader") else ""
+        model = found.group(1) if found else cell.source
+        model = "\n".join(line for line in model.splitlines()
+                          if not re.match(r"\s*(:::|:class:)", line)).strip()  # the site's dropdown fences
+        out.append({"cell": meta["grade_id"], "points": float(meta.get("points", 0)), "prompt": prompt.strip(),
+                    "model": model, "prefix": cell.source[:found.start()] if found else ""})
+    return out
+
+
+def answer_text(source: str, prefix: str) -> str:
+    """What the student wrote in a written cell: without the cell's own heading, "" when untouched."""
+    text = source[len(prefix):] if prefix and source.startswith(prefix) else source
+    text = text.strip()
+    return "" if text == STUB else text
+
+
+def digest(text: str) -> str:
+    """A hash of an answer, blind to how its lines were wrapped or its file saved (whitespace)."""
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+def graded_answers(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, str] | None:
+    """{cell: answer} in the notebook that was graded last (None when there is none)."""
+    import nbformat
+
+    cells = written_cells(assignment) if cells is None else cells
+    path = COURSE / "autograded" / student / assignment / expected_notebooks()[assignment]
+    if not path.is_file():
+        return None
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells}
+    return {w["cell"]: answer_text(by_id[w["cell"]].source, w["prefix"]) if w["cell"] in by_id else ""
+            for w in cells}
+
+
+def _record_path(assignment: str, student: str) -> Path:
+    return REVIEW / "answers" / assignment / f"{student}.json"
+
+
+def _record(assignment: str, student: str) -> dict:
+    path = _record_path(assignment, student)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _save_record(assignment: str, student: str, record: dict) -> None:
+    path = _record_path(assignment, student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# --- the gradebook ---------------------------------------------------------------------
+def _gradebook():
+    from nbgrader.api import Gradebook
+
+    coursedir = api().coursedir
+    return Gradebook(coursedir.db_url, coursedir.course_id)
+
+
+def _notebook(assignment: str) -> str:
+    return Path(expected_notebooks()[assignment]).stem
+
+
+def awaiting(grade) -> bool:
+    """Whether a written answer's grade still needs a person: answered, and no manual score yet.
+
+    nbgrader gives an untouched answer 0 itself (``auto_score`` 0, nothing to
+    review); after a regrade it flags every reviewed answer again
+    (``needs_manual_grade``), which :func:`after_grading` undoes for answers
+    that did not change.
+    """
+    return grade.manual_score is None and (grade.needs_manual_grade or grade.auto_score is None)
+
+
+def written_totals(gradebook, assignment: str) -> dict[str, tuple[float, float, int]]:
+    """{student: (points given to written answers, their maximum, answers awaiting review)} from the gradebook."""
+    from nbgrader.api import Assignment, Grade, SubmittedAssignment, SubmittedNotebook
+
+    cells = {w["cell"]: w["points"] for w in written_cells(assignment)}
+    out: dict[str, list] = {}
+    if not cells:
+        return {}
+    query = (gradebook.db.query(Grade).join(SubmittedNotebook).join(SubmittedAssignment).join(Assignment)
+             .filter(Assignment.name == assignment))
+    for grade in query:
+        if grade.name not in cells:
+            continue
+        totals = out.setdefault(grade.student.id, [0.0, 0.0, 0])
+        totals[0] += grade.manual_score if grade.manual_score is not None else (grade.auto_score or 0.0)
+        totals[1] += cells[grade.name]
+        totals[2] += awaiting(grade)
+    return {s: tuple(t) for s, t in out.items()}
+
+
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula at the start of a cell
+
+
+def cell_text(text: str) -> str:
+    """A student's text made safe for a spreadsheet: a leading ``'`` where it would start a formula.
+
+    A spreadsheet opening the sheet would otherwise run ``=HYPERLINK(...)``
+    written by a student; the ``'`` shows the text as it is (and is not part
+    of the answer when the sheet is applied).
+    """
+    return "'" + text if text.startswith(FORMULA) else text
+
+
+def from_cell(text: str) -> str:
+    """The text :func:`cell_text` was given."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA) else text
+
+
+def _points(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+# --- after each grading: keep a review while its answer stands ---------------------------
+def after_grading(entries) -> list[str]:
+    """Keep the reviews of unchanged answers and clear those whose answer changed; what was cleared.
+
+    Runs after nbgrader's autograde of ``entries`` (those graded, in this
+    process): nbgrader keeps a manual score across a regrade but marks it as
+    needing a grade again. Compared with the hash recorded at the last grading,
+    an unchanged answer keeps its score (no longer flagged); a changed one
+    loses it and awaits review. The feedback pages of those are made again.
+    """
+    from .submissions import GRADED
+
+    cleared, redo = [], []
+    by_assignment: dict[str, list] = {}
+    for e in entries:
+        if e.status == GRADED:
+            by_assignment.setdefault(e.assignment, []).append(e)
+    for assignment, group in sorted(by_assignment.items()):
+        cells = written_cells(assignment)
+        if not cells:
+            continue
+        with _gradebook() as gradebook:
+            for e in group:
+                answers = graded_answers(assignment, e.student, cells)
+                if answers is None:
+                    continue
+                record = _record(assignment, e.student)
+                for w in cells:
+                    grade = gradebook.find_grade(w["cell"], _notebook(assignment), assignment, e.student)
+                    now, before = digest(answers[w["cell"]]), record.get(w["cell"], {}).get("sha256")
+                    if grade.manual_score is not None:
+                        if before is not None and before != now:
+                            comment = gradebook.find_comment(w["cell"], _notebook(assignment), assignment, e.student)
+                            cleared.append(f"{e.student}/{assignment} {w['cell']} (was {_points(grade.manual_score)}"
+                                           f" of {_points(w['points'])})")
+                            record[w["cell"]] = {"sha256": now, "cleared": {
+                                "points": grade.manual_score, "comment": comment.manual_comment or ""}}
+                            grade.manual_score = None
+                            comment.manual_comment = None
+                            grade.needs_manual_grade = grade.auto_score is None  # a blank answer is 0, no review
+                            redo.append(e)
+                            continue
+                        grade.needs_manual_grade = False  # the same answer: its review stands
+                    record[w["cell"]] = {**record.get(w["cell"], {}), "sha256": now}
+                _save_record(assignment, e.student, record)
+            gradebook.db.commit()
+    if cleared:
+        print(f"Written answers changed since they were reviewed: their points are cleared and they await review"
+              f" again ({len(cleared)}; pm-course review ASSIGNMENT):\n  " + "\n  ".join(cleared))
+        for e in {(e.student, e.assignment): e for e in redo}.values():
+            api().generate_feedback(e.assignment, e.student, force=True)
+    return cleared
+
+
+def annotate(rows: dict) -> None:
+    """Fill grades.csv's rows (by (student, assignment)) with the gradebook's score and written-answer totals.
+
+    Only graded rows are read; the score is the gradebook's (autograded plus
+    reviewed points, whoever entered them: this command or the formgrader).
+    """
+    graded = sorted({a for (_, a), r in rows.items() if r.get("status") == "graded"})
+    if not graded or not (COURSE / "gradebook.db").is_file():
+        return
+    with _gradebook() as gradebook:
+        for assignment in graded:
+            totals = written_totals(gradebook, assignment)
+            scores = {d["student"]: d["score"] for d in gradebook.submission_dicts(assignment)}
+            for (student, a), row in rows.items():
+                if a != assignment or row.get("status") != "graded":
+                    continue
+                if student in scores and row.get("score", "") != "":
+                    row["score"] = f"{scores[student]:g}"
+                got, most, waiting = totals.get(student, (0.0, 0.0, 0))
+                row.update(written_score=_points(got) if most else "", written_max=_points(most) if most else "",
+                           awaiting_review=str(waiting) if most else "")
+
+
+def sync() -> list[tuple[str, str]]:
+    """Bring grades.csv up to date with the gradebook (reviews applied here or in the formgrader).
+
+    Rows whose score or written totals changed are rewritten, and their
+    students' feedback pages made again; the (student, assignment) pairs changed.
+    """
+    from .grade import GRADES, read_grades, write_grades
+
+    rows = read_grades(GRADES)
+    if not rows:
+        return []
+    before = {k: dict(v) for k, v in rows.items()}
+    annotate(rows)
+    changed = [k for k in sorted(rows) if rows[k] != before[k]]
+    if changed:
+        write_grades(rows, GRADES)
+        print(f"{GRADES.name}: brought up to date with the gradebook (written answers reviewed since):")
+        for student, assignment in changed:
+            if before[(student, assignment)]["score"] != rows[(student, assignment)]["score"]:
+                api().generate_feedback(assignment, student, force=True)
+                print(f"  {student}/{assignment}: {before[(student, assignment)]['score']} ->"
+                      f" {rows[(student, assignment)]['score']}/{rows[(student, assignment)]['max_score']}")
+    return changed
+
+
+# --- the review sheet and page -----------------------------------------------------------
+def _graded_students(assignment: str) -> list[str]:
+    from .grade import GRADES, read_grades
+
+    return sorted(s for (s, a), r in read_grades(GRADES).items() if a == assignment and r["status"] == "graded")
+
+
+def sheet_rows(assignment: str) -> list[dict]:
+    """One row per graded student and written cell, with what the gradebook holds."""
+    cells = written_cells(assignment)
+    rows = []
+    with _gradebook() as gradebook:
+        for student in _graded_students(assignment):
+            answers = graded_answers(assignment, student, cells) or {}
+            for w in cells:
+                grade = gradebook.find_grade(w["cell"], _notebook(assignment), assignment, student)
+                comment = gradebook.find_comment(w["cell"], _notebook(assignment), assignment, student)
+                if grade.manual_score is not None:
+                    points = _points(grade.manual_score)
+                elif not awaiting(grade):  # nbgrader's 0 for an answer left as it was released
+                    points = _points(grade.auto_score or 0)
+                else:
+                    points = ""
+                rows.append({"student_id": student, "cell": w["cell"], "max_points": _points(w["points"]),
+                             "points": points, "comment": cell_text(comment.manual_comment or ""),
+                             "answer": cell_text(answers.get(w["cell"], ""))})
+    return rows
+
+
+def _check_assignment(assignment: str) -> None:
+    if assignment not in assignment_names():
+        raise CourseError(f"no assignment {assignment!r}: expected one of {', '.join(assignment_names())}")
+    if not written_cells(assignment):
+        raise CourseError(f"{assignment} has no written answers to review (no manually graded cell)")
+    if not _graded_students(assignment):
+        raise CourseError(f"nothing of {assignment} graded yet: run pm-course grade first")
+
+
+def write_sheet(assignment: str) -> tuple[Path, Path]:
+    """Write ``course/review/<assignment>.csv`` and ``.html``; the two files.
+
+    A sheet already there whose points or comments are not in the gradebook
+    (being filled in, not applied) is kept beside the new one, never overwritten.
+    """
+    from datetime import datetime
+
+    _check_assignment(assignment)
+    sync()
+    rows = sheet_rows(assignment)
+    REVIEW.mkdir(parents=True, exist_ok=True)
+    out = REVIEW / f"{assignment}.csv"
+    if out.is_file():
+        known = {(r["student_id"], r["cell"]): (r["points"], r["comment"]) for r in rows}
+        try:
+            _, old = _read_sheet(out)
+        except CourseError:
+            old = [{}]
+        if any(known.get((r.get("student_id"), r.get("cell"))) != (r.get("points"), r.get("comment")) for r in old):
+            kept = out.with_name(f"{assignment}-{datetime.now():%Y%m%d-%H%M%S}.csv")
+            out.rename(kept)
+            print(f"{out.name} had points or comments that the gradebook does not (not applied yet, or cleared"
+                  f" since because the answer changed): kept as {kept}")
+    with out.open("w", newline="", encoding="utf-8-sig") as f:  # the BOM: spreadsheets then read UTF-8
+        writer = csv.DictWriter(f, SHEET)
+        writer.writeheader()
+        writer.writerows(rows)
+    page = REVIEW / f"{assignment}.html"
+    page.write_text(review_page(assignment, rows), encoding="utf-8")
+    waiting = sum(r["points"] == "" for r in rows)
+    print(f"Review sheet: {out} ({len(rows)} answers, {waiting} awaiting review): fill in points (and comments),"
+          f" then pm-course review {assignment} --apply {out}")
+    print(f"The answers beside the model answer: {page}")
+    return out, page
+
+
+PAGE_CSS = """
+body{font:16px/1.5 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:60rem;margin:0 auto;padding:1rem}
+pre{white-space:pre-wrap;font:inherit;margin:0}
+section.cell{border-top:2px solid #444;margin-top:2rem}
+.model{background:#eef6ee;border-left:4px solid #2e7d32;padding:.5rem 1rem}
+.prompt{background:#f3f3f3;padding:.5rem 1rem}
+article{border:1px solid #bbb;border-radius:4px;padding:.5rem 1rem;margin:.75rem 0}
+article h4{margin:.2rem 0}
+.status{font-weight:600}
+.waiting{color:#8a1c00}
+.empty{color:#555;font-style:italic}
+a{color:#0645ad}
+"""
+
+
+def review_page(assignment: str, rows: list[dict]) -> str:
+    """A self-contained page (no script, no file beside it): each written cell's prompt, model answer and answers."""
+    e = html.escape
+    cells = written_cells(assignment)
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+             f"<title>Written answers of {e(assignment)}</title>\n<style>{PAGE_CSS}</style>\n</head>\n<body>\n<main>\n"
+             f"<h1>Written answers of {e(assignment)}</h1>\n"
+             f"<p>Score them in <code>course/review/{e(assignment)}.csv</code> (the <code>points</code> and"
+             f" <code>comment</code> columns), then run <code>pm-course review {e(assignment)} --apply"
+             f" course/review/{e(assignment)}.csv</code>. Maths is shown as written (TeX).</p>\n"
+             "<nav aria-label=\"Written cells\"><ul>\n"]
+    for w in cells:
+        n = sum(r["cell"] == w["cell"] for r in rows)
+        waiting = sum(r["cell"] == w["cell"] and r["points"] == "" for r in rows)
+        parts.append(f"<li><a href=\"#{e(w['cell'])}\">{e(w['cell'])}</a>: {n} answers,"
+                     f" {waiting} awaiting review</li>\n")
+    parts.append("</ul></nav>\n")
+    for w in cells:
+        parts.append(f"<section class=\"cell\" id=\"{e(w['cell'])}\" aria-labelledby=\"h-{e(w['cell'])}\">\n"
+                     f"<h2 id=\"h-{e(w['cell'])}\">{e(w['cell'])} ({_points(w['points'])} points)</h2>\n"
+                     f"<h3>The question</h3>\n<div class=\"prompt\"><pre>{e(w['prompt'])}</pre></div>\n"
+                     f"<h3>The model answer and its rubric</h3>\n"
+                     f"<div class=\"model\"><pre>{e(w['model'])}</pre></div>\n"
+                     f"<h3>The students' answers</h3>\n")
+        for r in (r for r in rows if r["cell"] == w["cell"]):
+            if r["points"] == "":
+                status = "<span class=\"status waiting\">awaiting review</span>"
+            else:
+                status = f"<span class=\"status\">{e(r['points'])} of {e(r['max_points'])} points</span>"
+            if r["comment"]:
+                status += f" &mdash; {e(from_cell(r['comment']))}"
+            answer = f"<pre>{e(from_cell(r['answer']))}</pre>" if r["answer"] else "<p class=\"empty\">(no answer)</p>"
+            parts.append(f"<article aria-label=\"{e(r['student_id'])}, {e(w['cell'])}\">\n"
+                         f"<h4>{e(r['student_id'])}</h4>\n<p>{status}</p>\n{answer}\n</article>\n")
+        parts.append("</section>\n")
+    parts.append("</main>\n</body>\n</html>\n")
+    return "".join(parts)
+
+
+# --- applying a filled-in sheet ----------------------------------------------------------
+def _read_sheet(path: Path) -> tuple[list[str], list[dict]]:
+    if not path.is_file():
+        raise CourseError(f"{path}: no such review sheet")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise CourseError(f"{path}: not UTF-8 text (byte {err.start}); save the sheet as CSV UTF-8") from None
+    reader = csv.DictReader(text.splitlines())
+    columns = [c.strip() for c in reader.fieldnames or []]
+    reader.fieldnames = columns
+    missing = [c for c in ("student_id", "cell", "points") if c not in columns]
+    if missing:
+        raise CourseError(f"{path}, row 1: no column {', '.join(repr(c) for c in missing)} (the header has"
+                          f" {', '.join(repr(c) for c in columns) or 'nothing'}; expected {', '.join(SHEET)})")
+    return columns, list(reader)
+
+
+def apply(assignment: str, path: Path) -> int:
+    """Record a filled-in review sheet's points and comments as nbgrader manual grades; how many were recorded.
+
+    Every row is checked first (known student and cell, points a number from 0
+    to the cell's points, one row per student and cell, the answer the one
+    graded): any problem stops it with the file, row and column named, and
+    nothing is recorded.
+    """
+    _check_assignment(assignment)
+    columns, rows = _read_sheet(path)
+    cells = {w["cell"]: w for w in written_cells(assignment)}
+    students = set(_graded_students(assignment))
+    problems, todo, seen = [], [], {}
+    answers: dict[str, dict | None] = {}
+    for number, row in enumerate(rows, start=2):  # row 1 is the header, as a spreadsheet counts
+        where = f"{path}, row {number}"
+        student, cell = (row.get("student_id") or "").strip(), (row.get("cell") or "").strip()
+        raw, comment = (row.get("points") or "").strip(), from_cell((row.get("comment") or "").strip())
+        bad = []
+        if student not in students:
+            bad.append(f"column student_id: {student!r} has no graded {assignment}"
+                       + (f" (graded: {', '.join(sorted(students)[:8])}{', ...' if len(students) > 8 else ''})"))
+        if cell not in cells:
+            bad.append(f"column cell: {cell!r} is not a written answer of {assignment} (expected one of"
+                       f" {', '.join(cells)})")
+        points = None
+        if raw:
+            try:
+                points = float(raw.replace(",", ".") if raw.count(",") == 1 and "." not in raw else raw)
+            except ValueError:
+                points = None
+            if points is None or not math.isfinite(points):
+                bad.append(f"column points: {raw!r} is not a number")
+                points = None
+            elif cell in cells and not 0 <= points <= cells[cell]["points"]:
+                bad.append(f"column points: {raw} is outside 0 to {_points(cells[cell]['points'])},"
+                           f" the points of {cell}")
+        if not bad and (student, cell) in seen:
+            bad.append(f"columns student_id, cell: {student} {cell} is also on row {seen[student, cell]}")
+        if not bad and "answer" in columns and (raw or comment):
+            if student not in answers:
+                answers[student] = graded_answers(assignment, student, list(cells.values()))
+            now = (answers[student] or {}).get(cell, "")
+            if digest(from_cell(row.get("answer") or "")) != digest(now):
+                bad.append(f"column answer: not the answer graded last (the student's work was graded again since"
+                           f" this sheet was written): write the sheet again with pm-course review {assignment}")
+        seen.setdefault((student, cell), number)
+        problems += [f"{where}, {b}" for b in bad]
+        if not bad and (raw or comment):
+            todo.append((student, cell, points, comment))
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        raise CourseError("Nothing was applied: the review sheet has problems:\n  " + "\n  ".join(shown))
+    with _gradebook() as gradebook:
+        for student, cell, points, comment in todo:
+            grade = gradebook.find_grade(cell, _notebook(assignment), assignment, student)
+            if points is not None:
+                grade.manual_score = points
+                grade.needs_manual_grade = False
+            note = gradebook.find_comment(cell, _notebook(assignment), assignment, student)
+            note.manual_comment = comment or None
+        gradebook.db.commit()
+    for student in sorted({t[0] for t in todo}):  # the review refers to the answer graded last: record its hash
+        record = _record(assignment, student)
+        now = answers.get(student) or graded_answers(assignment, student, list(cells.values())) or {}
+        for s, cell, points, _ in todo:
+            if s == student:
+                record[cell] = {**record.get(cell, {}), "sha256": digest(now.get(cell, "")),
+                                **({"reviewed": points} if points is not None else {})}
+        _save_record(assignment, student, record)
+    scored = sum(t[2] is not None for t in todo)
+    print(f"Recorded {scored} scores and {sum(bool(t[3]) for t in todo)} comments of {assignment} from {path}"
+          " in the gradebook.")
+    changed = sync()
+    print(f"grades.csv: {len(changed)} row(s) updated; the feedback pages of those students were made again.")
+    return len(todo)
+
+
+# --- pm-course status --------------------------------------------------------------------
+def status() -> str:
+    """Per assignment collected: submissions, graded, could not be graded, answers awaiting review."""
+    from . import collect as collect_mod
+    from . import submissions as submissions_mod
+    from .grade import GRADES, read_grades
+
+    entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
+    if not entries:
+        raise CourseError(f"nothing collected yet ({collect_mod.MANIFEST} is missing): run pm-course collect first")
+    sync()
+    rows = read_grades(GRADES)
+    collected = sorted({e.assignment for e in entries})
+    head = ("assignment", "submissions", "graded", "could not be graded", "not graded yet", "awaiting review")
+    table = [head]
+    waiting_total = 0
+    gradebook = _gradebook() if (COURSE / "gradebook.db").is_file() else None
+    try:
+        for a in collected:
+            mine = [e for e in entries if e.assignment == a and e.status != submissions_mod.MISSING]
+            # grades.csv says what became of each; a notebook collect could not use is not in it yet
+            states = [rows.get((e.student, a), {}).get("status") or e.status for e in mine]
+            states = [s if (e.student, a) in rows or s == submissions_mod.FAILED else "not graded yet"
+                      for e, s in zip(mine, states)]
+            submitted, graded = len(mine), states.count(submissions_mod.GRADED)
+            failed = states.count(submissions_mod.FAILED)
+            graded_students = {e.student for e, s in zip(mine, states) if s == submissions_mod.GRADED}
+            waiting = 0
+            if gradebook is not None and written_cells(a):
+                waiting = sum(t[2] for s, t in written_totals(gradebook, a).items() if s in graded_students)
+            waiting_total += waiting
+            table.append((a, str(submitted), str(graded), str(failed), str(submitted - graded - failed), str(waiting)))
+    finally:
+        if gradebook is not None:
+            gradebook.close()
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in table]
+    if waiting_total:
+        lines.append(f"{waiting_total} written answer(s) await review: pm-course review ASSIGNMENT writes the sheet.")
+    return "\n".join(lines)
+
+
+# --- the feedback page: an answer not reviewed yet says so ---------------------------------
+AWAITING = "Awaiting review by your instructor: this answer's points are not counted yet."
+
+
+class AwaitingReview(Preprocessor):
+    """Feedback (after GetGrades): a written answer not reviewed yet says so, rather than a bare score of 0."""
+
+    enabled = True  # nbconvert skips preprocessors that are not enabled
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if not (meta.get("grade") and meta.get("solution")):
+                    continue
+                grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"], info["student"])
+                if awaiting(grade):
+                    meta["comment"] = AWAITING + (f"\n\n{meta['comment']}" if meta.get("comment") else "")
+        return nb, resources
