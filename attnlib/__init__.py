@@ -12,6 +12,7 @@ The modules follow the book's chapters, and none imports a later one:
 :mod:`.circuits`        qk_circuit (W^P), ov_circuit (W^M)
 :mod:`.forms`           FORMS: one function per step of the refactor
 :mod:`.cost`            parameter and FLOP counts of each form
+:mod:`.example`         a hand-built layer whose heads mean something (on demand)
 :mod:`.plots`           figures (imported on demand)
 :mod:`.widgets`         ipywidgets controls (imported on demand)
 ======================  ==========================================

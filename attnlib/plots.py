@@ -135,7 +135,8 @@ def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
     return fig
 
 
-def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
+def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None, col_labels=None,
+                   row_blocks=None, col_blocks=None, ylabel=None, xlabel=None, colorbar=True):
     """A signed matrix (e.g. one ``W^P_i``) on a symmetric cividis scale.
 
     Parameters
@@ -145,6 +146,14 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
     title, label : str
     row_labels : list of str, optional
         Label the rows (e.g. with tokens) instead of model dimensions.
+    col_labels : list of str, optional
+        Label the columns (e.g. with the names of model dimensions).
+    row_blocks, col_blocks : int, optional
+        Draw a white line every ``row_blocks`` rows (``col_blocks`` columns):
+        the blocks of a matrix split by head, such as the ``W^O_i`` of ``W^O``.
+    ylabel, xlabel : str, optional
+        Axis titles (default: model dimension, or token for ``row_labels``).
+    colorbar : bool
 
     Returns
     -------
@@ -153,14 +162,20 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
     W = _array(W, "W", 2, "a matrix")
     ax = _ax(ax)
     im = _signed_image(ax, W)
-    ax.set_xlabel("column (model dimension)")
-    ax.set_ylabel("row (model dimension)")
+    ax.set_xlabel(xlabel or "column (model dimension)")
+    ax.set_ylabel(ylabel or "row (model dimension)")
     if row_labels is not None:
         ax.set_yticks(range(W.shape[0]), _token_labels(row_labels, W.shape[0]))
-        ax.set_ylabel("token")
+        ax.set_ylabel(ylabel or "token")
+    if col_labels is not None:
+        ax.set_xticks(range(W.shape[1]), _token_labels(col_labels, W.shape[1]), rotation=90)
+    for blocks, line, size in ((row_blocks, ax.axhline, W.shape[0]), (col_blocks, ax.axvline, W.shape[1])):
+        for edge in range(blocks or size, size, blocks or size):
+            line(edge - 0.5, color="white", lw=2.5)
     if title:
         ax.set_title(title)
-    ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
     return ax.figure
 
 
