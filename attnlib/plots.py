@@ -162,11 +162,11 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None, col_l
     W = _array(W, "W", 2, "a matrix")
     ax = _ax(ax)
     im = _signed_image(ax, W)
-    ax.set_xlabel(xlabel or "column (model dimension)")
-    ax.set_ylabel(ylabel or "row (model dimension)")
+    ax.set_xlabel("column (model dimension)" if xlabel is None else xlabel)
+    ax.set_ylabel("row (model dimension)" if ylabel is None else ylabel)
     if row_labels is not None:
         ax.set_yticks(range(W.shape[0]), _token_labels(row_labels, W.shape[0]))
-        ax.set_ylabel(ylabel or "token")
+        ax.set_ylabel("token" if ylabel is None else ylabel)
     if col_labels is not None:
         ax.set_xticks(range(W.shape[1]), _token_labels(col_labels, W.shape[1]), rotation=90)
     for blocks, line, size in ((row_blocks, ax.axhline, W.shape[0]), (col_blocks, ax.axvline, W.shape[1])):
@@ -179,7 +179,7 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None, col_l
     return ax.figure
 
 
-def spectrum(values, labels=None, ax=None, title="singular values", rank_line=None):
+def spectrum(values, labels=None, ax=None, title="singular values", rank_line=None, log=True):
     """Singular values (one line per matrix) on a log scale.
 
     Parameters
@@ -189,6 +189,9 @@ def spectrum(values, labels=None, ax=None, title="singular values", rank_line=No
     labels : list of str, optional
     rank_line : int, optional
         Draw a vertical line after this many values (e.g. at ``d_head``).
+    log : bool
+        A log scale (zeros drawn at 1e-18); ``False`` for a linear one, where
+        exact zeros sit on the axis.
 
     Returns
     -------
@@ -199,13 +202,15 @@ def spectrum(values, labels=None, ax=None, title="singular values", rank_line=No
     colours = _ramp(len(values))
     idx = np.arange(1, values.shape[1] + 1)
     for k, (s, c) in enumerate(zip(values, colours)):
-        ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c,
-                    label=labels[k] if labels else None)
+        if log:
+            ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c, label=labels[k] if labels else None)
+        else:
+            ax.plot(idx, s, "o-", ms=3, color=c, label=labels[k] if labels else None)
     if rank_line is not None:
         ax.axvline(rank_line + 0.5, color="grey", ls="--", lw=1)
         ax.text(rank_line + 0.7, ax.get_ylim()[1], f"d_head = {rank_line}", va="top", fontsize=8)
     ax.set_xlabel("index (largest first)")
-    ax.set_ylabel("singular value (log scale)")
+    ax.set_ylabel("singular value (log scale)" if log else "singular value")
     ax.set_title(title)
     if labels:
         ax.legend(fontsize=7, ncol=2)

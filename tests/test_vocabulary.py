@@ -1,6 +1,6 @@
 """One word, one meaning: "pattern" in the notebooks' prose is the glossary's pattern.
 
-The glossary (glossary.md) defines a *pattern* as row t of P_i = X W^P_i (what
+The glossary (chapters/glossary.md) defines a *pattern* as row t of P_i = X W^P_i (what
 token t looks for) and the *pattern matrix* as W^P_i; the softmax's output A_i
 is the *attention weights*. This test reads the markdown of every chapter and
 exercise notebook and flags each "pattern" that is not visibly one of those:
@@ -164,3 +164,50 @@ def test_the_allow_list_is_only_for_notebooks_of_others(stem):
     number = int(stem.split("_")[0]) if stem[:2].isdigit() else None
     chapter = any(p.stem == stem and p.parent.name == "chapters" for p in NOTEBOOKS)
     assert not (chapter and number is not None and number <= 9), f"{stem}: chapters 1-9 must use the glossary's sense"
+
+
+def glossary_terms() -> set[str]:
+    """The terms the glossary defines: the unindented lines inside its ```{glossary} blocks."""
+    text = (ROOT / "chapters" / "glossary.md").read_text(encoding="utf-8")
+    terms = set()
+    for block in re.findall(r"```\{glossary\}\n(.*?)```", text, flags=re.S):
+        terms |= {line.strip().lower() for line in block.splitlines() if line.strip() and not line[0].isspace()}
+    return terms
+
+
+def test_the_glossary_defines_the_book_s_vocabulary():
+    terms = glossary_terms()
+    for term in ("pattern", "pattern matrix", "message", "message matrix", "attention weights",
+                 "attention logits", "output logits", "causal mask", "flop", "materialised", "factored",
+                 "bilinear form", "embedding", "unembedding", "eigenvalue", "copying score", "forms"):
+        assert term in terms, f"the glossary does not define {term!r}"
+
+
+def test_every_term_link_has_a_glossary_entry():
+    """{term}`text <target>` or {term}`target` in any notebook must name a glossary entry (else a broken link)."""
+    terms = glossary_terms()
+    missing = []
+    for path in NOTEBOOKS + [ROOT / "intro.md", ROOT / "chapters" / "glossary.md"]:
+        sources = ([c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+                   if path.suffix == ".ipynb" else [path.read_text(encoding="utf-8")])
+        for source in sources:
+            for role in re.findall(r"\{term\}`([^`]*)`", source):
+                target = re.search(r"<([^>]*)>\s*$", role)
+                name = (target.group(1) if target else role).strip().lower()
+                if name not in terms:
+                    missing.append(f"{path.name}: {role}")
+    assert not missing, f"links to terms the glossary lacks: {missing}"
+
+
+def test_chapters_1_to_9_link_the_glossary():
+    linked = set()
+    for path in NOTEBOOKS:
+        if path.parent.name == "chapters" and path.stem[:2].isdigit() and int(path.stem[:2]) <= 9:
+            for cell in nbformat.read(path, as_version=4).cells:
+                if cell.cell_type == "markdown":
+                    for role in re.findall(r"\{term\}`([^`]*)`", cell.source):
+                        target = re.search(r"<([^>]*)>\s*$", role)
+                        linked.add((target.group(1) if target else role).strip().lower())
+    for term in ("pattern", "pattern matrix", "message", "message matrix", "attention weights",
+                 "attention logits", "causal mask", "flop", "factored", "materialised", "bilinear form"):
+        assert term in linked, f"chapters 1-9 never link {term!r} to the glossary"
