@@ -126,7 +126,7 @@ def attention(Q, K, V, causal: bool = False) -> np.ndarray:
     -------
     (..., T_q, d_v) ndarray
         Row ``i`` is the average of the values weighted by query ``i``'s
-        pattern row.
+        row of attention weights.
 
     Examples
     --------

@@ -53,7 +53,7 @@ def _token_labels(tokens, n):
 
 def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
                     annotate=None):
-    """Heatmap of an attention pattern: row = query, column = key.
+    """Heatmap of attention weights: row = query, column = key.
 
     Parameters
     ----------
@@ -67,7 +67,7 @@ def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=Tru
     title : str, optional
     colorbar : bool
     annotate : bool, optional
-        Write each weight in its cell (default: when the pattern is small).
+        Write each weight in its cell (default: when the matrix is small).
 
     Returns
     -------
@@ -77,7 +77,7 @@ def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=Tru
 
 
 def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, annotate=None):
-    A = _array(A, "A", 2, "one (T_q, T_k) pattern")
+    A = _array(A, "A", 2, "one (T_q, T_k) matrix of attention weights")
     ax = _ax(ax)
     q_labels = _token_labels(tokens, A.shape[0])
     k_labels = _token_labels(keys if keys is not None else tokens, A.shape[1])
@@ -102,7 +102,7 @@ def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, anno
 
 
 def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
-    """Small multiples: one pattern heatmap per head, one shared colourbar.
+    """Small multiples: one heatmap of attention weights per head, one shared colourbar.
 
     Parameters
     ----------
