@@ -5,8 +5,8 @@ This module builds one small layer by hand, on a sentence whose words and
 positions can be read off the model dimensions:
 
 * the sentence "the cat sat on the mat" (any sentence of up to 6 words of
-  :data:`WORDS`);
-* ``d_model = 12`` named :data:`FEATURES`: one dimension per word (which word
+  ``WORDS``);
+* ``d_model = 12`` named ``FEATURES``: one dimension per word (which word
   a token is), one per word again under ``prev:`` (empty in the input: the
   previous-token head writes there), and two for the position ``t``,
   ``(cos tθ, sin tθ)`` with ``θ = π/4``;
@@ -69,7 +69,7 @@ def embed(tokens=SENTENCE) -> np.ndarray:
     Parameters
     ----------
     tokens : sequence of str
-        Words of :data:`WORDS`, at most :data:`MAX_TOKENS` of them.
+        Words of ``WORDS``, at most ``MAX_TOKENS`` of them.
 
     Returns
     -------
