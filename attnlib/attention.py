@@ -94,6 +94,22 @@ def attention_pattern(Q, K, causal: bool = False) -> np.ndarray:
     return _pattern(Q, K, causal)
 
 
+def attention_weights(Q, K, causal: bool = False) -> np.ndarray:
+    """The book's name for :func:`attention_pattern` (the same function).
+
+    The book calls ``A = softmax(Q Kᵀ / √d_k)`` the *attention weights* and
+    keeps *pattern* for the rows of ``X W^P_i``; ``attention_pattern`` is the
+    older name, kept for code that uses it.
+
+    Examples
+    --------
+    >>> Q = np.array([[1.0, 0.0]]); K = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> np.array_equal(attention_weights(Q, K), attention_pattern(Q, K))
+    True
+    """
+    return attention_pattern(Q, K, causal)
+
+
 def attention(Q, K, V, causal: bool = False) -> np.ndarray:
     """Scaled dot-product attention ``softmax(Q Kᵀ / √d_k) V``.
 
@@ -110,7 +126,7 @@ def attention(Q, K, V, causal: bool = False) -> np.ndarray:
     -------
     (..., T_q, d_v) ndarray
         Row ``i`` is the average of the values weighted by query ``i``'s
-        pattern row.
+        row of attention weights.
 
     Examples
     --------

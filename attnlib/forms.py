@@ -7,7 +7,7 @@ layer is cross-attention: queries from ``X``, keys and values from ``X_kv``,
 ``softmax(X W^P_i X_kvᵀ/√d_k) X_kv W^M_i``, and the result has ``X``'s ``T_q`` rows. In float64 they all agree to about 1e-12; the tests
 check this over random shapes, and each chapter checks its own step.
 
-Per head ``i`` (row vectors, ``A_i`` the ``T × T`` pattern):
+Per head ``i`` (row vectors, ``A_i`` the ``T × T`` attention weights):
 
 ==========================  ====================================================
 ``concat``                  ``Concat(A_i X W^V_i) W^O``               (Vaswani)

@@ -53,7 +53,7 @@ def _token_labels(tokens, n):
 
 def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
                     annotate=None):
-    """Heatmap of an attention pattern: row = query, column = key.
+    """Heatmap of attention weights: row = query, column = key.
 
     Parameters
     ----------
@@ -67,7 +67,7 @@ def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=Tru
     title : str, optional
     colorbar : bool
     annotate : bool, optional
-        Write each weight in its cell (default: when the pattern is small).
+        Write each weight in its cell (default: when the matrix is small).
 
     Returns
     -------
@@ -77,7 +77,7 @@ def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=Tru
 
 
 def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, annotate=None):
-    A = _array(A, "A", 2, "one (T_q, T_k) pattern")
+    A = _array(A, "A", 2, "one (T_q, T_k) matrix of attention weights")
     ax = _ax(ax)
     q_labels = _token_labels(tokens, A.shape[0])
     k_labels = _token_labels(keys if keys is not None else tokens, A.shape[1])
@@ -102,7 +102,7 @@ def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, anno
 
 
 def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
-    """Small multiples: one pattern heatmap per head, one shared colourbar.
+    """Small multiples: one heatmap of attention weights per head, one shared colourbar.
 
     Parameters
     ----------
@@ -135,7 +135,8 @@ def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
     return fig
 
 
-def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
+def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None, col_labels=None,
+                   row_blocks=None, col_blocks=None, ylabel=None, xlabel=None, colorbar=True):
     """A signed matrix (e.g. one ``W^P_i``) on a symmetric cividis scale.
 
     Parameters
@@ -145,6 +146,14 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
     title, label : str
     row_labels : list of str, optional
         Label the rows (e.g. with tokens) instead of model dimensions.
+    col_labels : list of str, optional
+        Label the columns (e.g. with the names of model dimensions).
+    row_blocks, col_blocks : int, optional
+        Draw a white line every ``row_blocks`` rows (``col_blocks`` columns):
+        the blocks of a matrix split by head, such as the ``W^O_i`` of ``W^O``.
+    ylabel, xlabel : str, optional
+        Axis titles (default: model dimension, or token for ``row_labels``).
+    colorbar : bool
 
     Returns
     -------
@@ -153,18 +162,24 @@ def matrix_heatmap(W, ax=None, title=None, label="value", row_labels=None):
     W = _array(W, "W", 2, "a matrix")
     ax = _ax(ax)
     im = _signed_image(ax, W)
-    ax.set_xlabel("column (model dimension)")
-    ax.set_ylabel("row (model dimension)")
+    ax.set_xlabel("column (model dimension)" if xlabel is None else xlabel)
+    ax.set_ylabel("row (model dimension)" if ylabel is None else ylabel)
     if row_labels is not None:
         ax.set_yticks(range(W.shape[0]), _token_labels(row_labels, W.shape[0]))
-        ax.set_ylabel("token")
+        ax.set_ylabel("token" if ylabel is None else ylabel)
+    if col_labels is not None:
+        ax.set_xticks(range(W.shape[1]), _token_labels(col_labels, W.shape[1]), rotation=90)
+    for blocks, line, size in ((row_blocks, ax.axhline, W.shape[0]), (col_blocks, ax.axvline, W.shape[1])):
+        for edge in range(blocks or size, size, blocks or size):
+            line(edge - 0.5, color="white", lw=2.5)
     if title:
         ax.set_title(title)
-    ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label=label, shrink=0.85)
     return ax.figure
 
 
-def spectrum(values, labels=None, ax=None, title="singular values", rank_line=None):
+def spectrum(values, labels=None, ax=None, title="singular values", rank_line=None, log=True):
     """Singular values (one line per matrix) on a log scale.
 
     Parameters
@@ -174,6 +189,9 @@ def spectrum(values, labels=None, ax=None, title="singular values", rank_line=No
     labels : list of str, optional
     rank_line : int, optional
         Draw a vertical line after this many values (e.g. at ``d_head``).
+    log : bool
+        A log scale (zeros drawn at 1e-18); ``False`` for a linear one, where
+        exact zeros sit on the axis.
 
     Returns
     -------
@@ -184,13 +202,15 @@ def spectrum(values, labels=None, ax=None, title="singular values", rank_line=No
     colours = _ramp(len(values))
     idx = np.arange(1, values.shape[1] + 1)
     for k, (s, c) in enumerate(zip(values, colours)):
-        ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c,
-                    label=labels[k] if labels else None)
+        if log:
+            ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c, label=labels[k] if labels else None)
+        else:
+            ax.plot(idx, s, "o-", ms=3, color=c, label=labels[k] if labels else None)
     if rank_line is not None:
         ax.axvline(rank_line + 0.5, color="grey", ls="--", lw=1)
         ax.text(rank_line + 0.7, ax.get_ylim()[1], f"d_head = {rank_line}", va="top", fontsize=8)
     ax.set_xlabel("index (largest first)")
-    ax.set_ylabel("singular value (log scale)")
+    ax.set_ylabel("singular value (log scale)" if log else "singular value")
     ax.set_title(title)
     if labels:
         ax.legend(fontsize=7, ncol=2)

@@ -132,6 +132,35 @@ class Weights:
             self.W_O.reshape(h, d, D),  # (n_heads, d_head, d_model)
         )
 
+    # The per-head stacks under their own names, apart from the fused matrices
+    # ``W_Q`` (d_model, n_heads * d_head): ``W_Q_heads`` is (n_heads, d_model, d_head).
+    @property
+    def W_Q_heads(self) -> np.ndarray:
+        """The stack of ``W^Q_i``, ``(n_heads, d_model, d_head)`` (``per_head.W_Q``).
+
+        Examples
+        --------
+        >>> w = random_weights(d_model=8, n_heads=2, seed=0)
+        >>> w.W_Q.shape, w.W_Q_heads.shape, w.W_O_heads.shape
+        ((8, 8), (2, 8, 4), (2, 4, 8))
+        """
+        return self.per_head.W_Q
+
+    @property
+    def W_K_heads(self) -> np.ndarray:
+        """The stack of ``W^K_i``, ``(n_heads, d_model, d_head)`` (``per_head.W_K``)."""
+        return self.per_head.W_K
+
+    @property
+    def W_V_heads(self) -> np.ndarray:
+        """The stack of ``W^V_i``, ``(n_heads, d_model, d_head)`` (``per_head.W_V``)."""
+        return self.per_head.W_V
+
+    @property
+    def W_O_heads(self) -> np.ndarray:
+        """The stack of ``W^O_i``, ``(n_heads, d_head, d_model)`` (``per_head.W_O``)."""
+        return self.per_head.W_O
+
     @cached_property
     def W_QKV(self) -> np.ndarray:
         """``[W_Q | W_K | W_V]``: one matmul projects queries, keys and values."""

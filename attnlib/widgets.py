@@ -354,14 +354,19 @@ def noise_explorer(means, values, q, sample, a, b, alphas=(1e-5, 1e-3, 1e-2, 0.0
                         "of noisy keys; round noise keeps it at the average, a wide key sends it to the corners.")
 
 
-def head_explorer(X, weights, tokens=None):
-    """One head's pattern, with the head and the causal mask as the controls.
+def head_explorer(X, weights, tokens=None, causal=(False, True), head_names=None):
+    """One head's attention weights, with the head (and the causal mask) as the controls.
 
     Parameters
     ----------
     X : (T, d_model) array_like
     weights : Weights
     tokens : list of str, optional
+    causal : tuple of bool
+        The settings of the causal mask to offer; ``(False,)`` offers none
+        (before chapter 9 introduces it).
+    head_names : list of str, optional
+        What each head does, shown in its title.
 
     Returns
     -------
@@ -369,21 +374,32 @@ def head_explorer(X, weights, tokens=None):
     """
     X = check_layer_input(X, weights)
     W_Q, W_K, _, _ = weights.per_head
-    settings = [(i, c) for c in (False, True) for i in range(weights.n_heads)]
+    causal = tuple(bool(c) for c in causal)
+    if not causal:
+        raise ValueError("causal must offer at least one setting, e.g. (False,) or (False, True)")
+    if head_names is not None and len(head_names) != weights.n_heads:
+        raise ValueError(f"head_names has {len(head_names)} names, expected n_heads = {weights.n_heads}")
+    settings = [(i, c) for c in causal for i in range(weights.n_heads)]
     fig, ax = plt.subplots(figsize=(4.6, 3.9), facecolor=FACE, layout="constrained")
-    im = _heatmap(attention_pattern(X @ W_Q[0], X @ W_K[0]), tokens, ax=ax, annotate=False)
+    im = _heatmap(attention_pattern(X @ W_Q[0], X @ W_K[0], causal=causal[0]), tokens, ax=ax, annotate=False)
+
+    def name(i):
+        return f"head {i}" + (f": {head_names[i]}" if head_names is not None else "")
 
     def update(setting):
-        i, causal = setting
-        im.set_data(attention_pattern(X @ W_Q[i], X @ W_K[i], causal=causal))  # (T, T)
-        ax.set_title(f"head {i}" + (", causal" if causal else ""))
+        # one control (the head alone) gives the head; two give (head, causal)
+        i, masked = setting if isinstance(setting, tuple) else (setting, causal[0])
+        im.set_data(attention_pattern(X @ W_Q[i], X @ W_K[i], causal=masked))  # (T, T)
+        ax.set_title(name(i) + (", causal" if masked else ""))
 
-    labels = [f"head {i}{' causal' if c else ''}" for i, c in settings]
-    controls = [("head", [(str(i), i) for i in range(weights.n_heads)]),
-                ("causal", [("off", False), ("on", True)])]
+    labels = [f"{name(i)}{' causal' if c else ''}" for i, c in settings]
+    controls = [("head", [(str(i), i) for i in range(weights.n_heads)])]
+    if len(causal) > 1:
+        controls.append(("causal", [("on" if c else "off", c) for c in causal]))
+    mask = "; the controls choose the head and whether future tokens are masked." if len(causal) > 1 else \
+        "; the control chooses the head."
     return Explorer(fig, update, settings, "head", labels=labels, artists=[im, ax.title], controls=controls,
-                    alt="Heatmap of one head's attention pattern, queries as rows and keys as columns; "
-                        "the controls choose the head and whether future tokens are masked.")
+                    alt="Heatmap of one head's attention weights, queries as rows and keys as columns" + mask)
 
 
 def model_explorer(model, tokens, top=8):

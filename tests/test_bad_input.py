@@ -75,6 +75,8 @@ ROWS = {
                                            raises("Q and K", "float32")),
     "attention_pattern: float32 scores overflow": (lambda: attnlib.attention_pattern(BIG32, BIG32),
                                                    raises("Q and K", "float32")),
+    "attention_weights: keys of another size": (lambda: attnlib.attention_weights(Q4, np.ones((3, 5))),
+                                                raises("Q", "K")),
     "attention: 1e160 in float64": (lambda: attnlib.attention(Q4 * 1e160, K4 * 1e160, V4), raises("Q and K", "float64")),
     "attention: large but safe scores": (lambda: attnlib.attention(Q4 * 1e150, K4 * 1e150, V4),
                                          gives(lambda r: r.shape == (3, 2))),

@@ -145,3 +145,20 @@ def test_the_noise_explorer_starts_with_no_wide_key_chosen_and_can_go_back_to_it
     assert e.png() != first
     wide.index = 0
     assert wide.label == "none" and e.png() == first, "choosing 'none' again does not show all keys round"
+
+
+def test_head_explorer_without_the_mask_has_one_control_and_names_the_heads():
+    from attnlib import example
+
+    ex = example.sentence()
+    e = widgets.head_explorer(ex.X, ex.weights, ex.tokens, causal=(False,), head_names=ex.heads)
+    assert e.values == [(0, False), (1, False)]
+    *controls, out = e.widget().children
+    assert len(controls) == 1
+    before = e.png()
+    controls[0].value = 1  # the second head
+    assert e.png() != before
+    assert e.fig.axes[0].get_title() == "head 1: same word"
+    assert "chooses the head" in e.alt and "masked" not in e.alt
+    with pytest.raises(ValueError, match="head_names has 1 names, expected n_heads = 2"):
+        widgets.head_explorer(ex.X, ex.weights, causal=(False,), head_names=["one"])
