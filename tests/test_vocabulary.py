@@ -23,6 +23,7 @@ AFTER = [
     re.compile(r"patterns?\s+matri(x|ces)\b", re.I),  # pattern matrix W^P_i
     re.compile(r"patterns?(-|\s+)and(-|\s+)messages?\b", re.I),  # the book's title, the form's name
     re.compile(r"patterns?[,:]?\s+(\$\s*|\()?(p_|P_|p\^|P\^|x_t\s*W\^P|X\s*W\^P)", re.I),  # pattern $p_t$, patterns $P_i$
+    re.compile(r"patterns?\s*\((its\s+|the\s+)?rows?\s+of\s+\$\s*(P_|X\s*W\^P)", re.I),  # patterns (rows of $P_i$)
 ]
 # Another text's name, quoted where the sentence names that text.
 OTHER_TEXT = re.compile(r"circuits paper|Elhage|TransformerLens|hook_pattern", re.I)
@@ -35,16 +36,16 @@ QUOTED = re.compile(r"\*attention pattern\*|\"attention pattern\"|attention patt
 OTHER_SENSE_TO_FIX = {
     '10_residual_stream': [
         'reads the stream through its pattern $W^P_i$ (where to look) and i',
-        "embedding $X^0$, every head's pattern and **write** (its term $A^l_",
+        "embedding $X^0$, every head's pattern and write (its term $A^l_",
         '. ::: Ignoring that the patterns themselves depend on earlier',
     ],
     '11_copying_head': [
         'he same message but different patterns: - CODE : random tokens; at',
-        'and it needs two things: a **pattern** that puts the weight on the',
+        'and it needs two things: a pattern that puts the weight on the',
         "the head looks Each model's pattern on one of its sequences (the",
         '## Position or content? Both patterns look sharp, but for different',
         "and against the model's own pattern:",
-        'en you read) and two kinds of pattern (look at a *place*, or look f',
+        'en you read) and two kinds of pattern (look at a place, or look f',
     ],
     '12_induction': [
         'One head cannot do this. Its pattern compares the current token (i',
@@ -65,7 +66,7 @@ OTHER_SENSE_TO_FIX = {
     '15_plays_induction': [
         'that matches prefixes. Their patterns on the first 40 positions of',
         't have found the circuit: the pattern and the ablation did.',
-        "quences and shows that L1H0's pattern *depends* on what L0H1 wrote.",
+        "quences and shows that L1H0's pattern depends on what L0H1 wrote.",
     ],
     'bookkeeping': [
         'ad computes its own attention pattern, so for the same token differ',
@@ -79,6 +80,7 @@ def prose(source: str) -> str:
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
     text = re.sub(r"\{term\}`[^`]*`", " TERM ", text)
     text = re.sub(r"`[^`]*`", " CODE ", text)
+    text = re.sub(r"\*{1,2}(?=\S)|(?<=\S)\*{1,2}", "", text)  # emphasis: **pattern** reads as pattern
     text = re.sub(r"^\([\w-]+\)=\s*$", " ", text, flags=re.M)  # (ch-patterns)=
     text = re.sub(r"^:::+\s*\{[\w-]+\}.*$", " ", text, flags=re.M)  # directive heads: {solution} ex-pattern-rank
     text = re.sub(r"^:[\w-]+:.*$", " ", text, flags=re.M)  # directive options: :label: ex-pattern-rank
