@@ -36,16 +36,16 @@ QUOTED = re.compile(r"\*attention pattern\*|\"attention pattern\"|attention patt
 OTHER_SENSE_TO_FIX = {
     '10_residual_stream': [
         'reads the stream through its pattern $W^P_i$ (where to look) and i',
-        "embedding $X^0$, every head's pattern and write (its term $A^l_",
+        "embedding $X^0$, every head's pattern and write (its term $A^l_i X^",
         '. ::: Ignoring that the patterns themselves depend on earlier',
     ],
     '11_copying_head': [
         'he same message but different patterns: - CODE : random tokens; at',
-        'and it needs two things: a pattern that puts the weight on the',
+        'k, and it needs two things: a pattern that puts the weight on the t',
         "the head looks Each model's pattern on one of its sequences (the",
         '## Position or content? Both patterns look sharp, but for different',
         "and against the model's own pattern:",
-        'en you read) and two kinds of pattern (look at a place, or look f',
+        'en you read) and two kinds of pattern (look at a place, or look for',
     ],
     '12_induction': [
         'One head cannot do this. Its pattern compares the current token (i',
@@ -66,7 +66,7 @@ OTHER_SENSE_TO_FIX = {
     '15_plays_induction': [
         'that matches prefixes. Their patterns on the first 40 positions of',
         't have found the circuit: the pattern and the ablation did.',
-        "quences and shows that L1H0's pattern depends on what L0H1 wrote.",
+        "quences and shows that L1H0's pattern depends on what L0H1 wrote. :",
     ],
     'bookkeeping': [
         'ad computes its own attention pattern, so for the same token differ',
