@@ -213,7 +213,6 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     if released_again := [a for a in changed if (COURSE / "release" / a).is_dir()]:
         chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in regrade]
         regrade = {(e.student, e.assignment) for e in chosen}
-    feedback.install_mathjax(COURSE / "feedback")  # the pages load it from there, offline
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
     _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
     _read_scores(chosen)
@@ -226,6 +225,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     write_grades(rows, GRADES)
     _say_what_changed(before, rows, regrade)
     everyone = [_entry(r) for r in rows.values()]
+    feedback.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
     print(submissions_mod.summary(everyone, {name: max_points(name) for name in expected_notebooks()}))
     for entry in everyone:
         if entry.status == submissions_mod.FAILED:

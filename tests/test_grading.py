@@ -259,18 +259,20 @@ GRADER_LINE = "_judged = {'double': None}  # pm-grader"  # what the grader puts 
 
 @pytest.fixture(scope="module")
 def labelled():
-    """A notebook run in a real kernel (IPython's own tracebacks), before and after HideHiddenTests."""
+    """A notebook run in a real kernel (IPython's own tracebacks), its test cells as the grader runs
+    them (a quiet around each hidden region), before and after HideHiddenTests."""
     import copy
 
     from nbclient import NotebookClient
 
-    from pm_course import feedback
+    from pm_course import feedback, isolate
 
     setup = nbformat.v4.new_code_cell(
-        "import contextlib\n"
-        "judging = contextlib.nullcontext  # stands in for attnlib.checks.judging\n"
+        "from attnlib.checks import judging\n"
         "def attend(x):\n    return x\n"
-        "def double(x):\n    return 2 * x if x < 5 else 0\n"
+        "def double(x):\n    print('double was given', x)  # a student's print: shows the hidden input\n"
+        "    return 2 * x if x < 5 else 0\n"
+        "def half(x):\n    if x > 5:\n        raise ValueError(f'too large: {x}')\n    return x / 2\n"
         "def square(x):\n    return x * x\n" + ECHO)
     near = _graded_cell(f"{GRADER_LINE}\n"             # a visible check fails right before the hidden block
                         "with judging('attend'):\n"
@@ -283,16 +285,27 @@ def labelled():
                           "with judging('double'):\n"
                           "    assert double(1) == 2, 'double(1) should be 2'\n"
                           "    ### BEGIN HIDDEN TESTS\n"
-                          "    assert double(17) == 34, 'secret message'\n"
+                          "    assert double(3) == 6\n"
+                          "    assert double(17) == 34, \\\n"
+                          "        'for a larger number, double should still double it'\n"
                           "    ### END HIDDEN TESTS\n"
                           "print('double: all visible checks pass')\n", "test-double", 1)
+    raises = _graded_cell("with judging('half'):\n"     # student code raises inside a hidden test
+                          "    assert half(2) == 1, 'half(2) should be 1'\n"
+                          "    ### BEGIN HIDDEN TESTS\n"
+                          "    big = half(17)\n"
+                          "    assert big == 8.5, 'for a number above 5, half should still halve it'\n"
+                          "    ### END HIDDEN TESTS\n", "test-half", 1)
     grader_fails = _graded_cell("assert square(3) == 10, 'square(3) should be 10'  # pm-grader\n"
                                 "### BEGIN HIDDEN TESTS\nassert square(4) == 16\n### END HIDDEN TESTS\n",
                                 "test-square", 1)
-    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, grader_fails])
+    after = nbformat.v4.new_code_cell("print('printed after the tests')")
+    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, raises, grader_fails, after])
+    for cell in nb.cells[1:5]:
+        cell.source = isolate.quiet_hidden_tests(cell.source)
     NotebookClient(nb, timeout=60, allow_errors=True).execute()
     executed = copy.deepcopy(nb)
-    for cell in nb.cells[1:]:  # as GetGrades leaves them: every check lost its points
+    for cell in nb.cells[1:5]:  # as GetGrades leaves them: every check lost its points
         cell.metadata.nbgrader["score"] = 0
     feedback.HideHiddenTests().preprocess(nb, {})
     return executed, nb
@@ -313,10 +326,30 @@ def test_a_visible_check_that_fails_beside_the_hidden_block_says_its_own_message
     assert error.traceback == ["AssertionError: attend(1) should be 2"]
 
 
-def test_a_hidden_test_that_fails_is_named_without_its_source(labelled):
+def test_a_hidden_test_that_fails_is_named_by_its_message_without_its_source(labelled):
+    """The hidden check's own message names the case (never its source); an error raised by the
+    student's code inside a hidden test is named by the check it was computing for."""
     _, nb = labelled
     [error] = _errors(nb.cells[2])
-    assert error.traceback == ["HiddenTestFailed: a hidden test of double failed: 0 of 1 points"]
+    assert error.traceback == ["HiddenTestFailed: a hidden test of double failed: for a larger number, double"
+                               " should still double it: 0 of 1 points"]
+    [error] = _errors(nb.cells[3])
+    assert error.traceback == ["HiddenTestFailed: a hidden test of half failed (your code raised ValueError"
+                               " there): for a number above 5, half should still halve it: 0 of 1 points"]
+
+
+def test_what_student_code_prints_during_hidden_tests_is_not_shown(labelled):
+    """double prints its argument: the visible check's input is shown, the hidden ones (3, 17) never
+    leave the kernel; one line says something was held back, and later cells print again."""
+    from attnlib.checks import HIDDEN_PRINTS
+
+    executed, nb = labelled
+    printed = "".join(o.get("text", "") for o in executed.cells[2].outputs)
+    assert "double was given 1\n" in printed and HIDDEN_PRINTS in printed
+    assert "given 3" not in printed and "given 17" not in printed
+    assert "given 17" not in "".join(str(o) for o in nb.cells[2].outputs)
+    # the hidden test that raised ended the quiet all the same (the echo prints each cell's source first)
+    assert "".join(o.get("text", "") for o in executed.cells[5].outputs).endswith("\nprinted after the tests\n")
 
 
 def test_the_grader_lines_never_reach_the_student(labelled):
@@ -325,12 +358,12 @@ def test_the_grader_lines_never_reach_the_student(labelled):
     from pm_course import feedback
 
     executed, nb = labelled
-    assert feedback.failing_line(_errors(executed.cells[3])[0].traceback) == 1
-    assert _errors(nb.cells[3])[0].traceback == ["AssertionError: square(3) should be 10"]
+    assert feedback.failing_line(_errors(executed.cells[4])[0].traceback) == 1
+    assert _errors(nb.cells[4])[0].traceback == ["AssertionError: square(3) should be 10"]
     shown = "\n".join(c.source for c in nb.cells) + "\n" + "\n".join(
         str(o) for c in nb.cells for o in c.outputs)
     printed = "\n".join(str(o) for c in executed.cells for o in c.outputs)
-    for secret in ("# pm-grader", "attend(31) == 62", "double(17) == 34", "secret message"):
+    for secret in ("# pm-grader", "attend(31) == 62", "double(17) == 34", "secret message", "_hidden("):
         assert secret in printed and secret not in shown, secret
     assert "HIDDEN TESTS" not in shown
     assert any(o.get("text") == feedback.NOTICE for c in nb.cells for o in c.outputs)
