@@ -25,6 +25,7 @@ collection found for it, and nothing else.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import zipfile
 from datetime import datetime
@@ -103,13 +104,16 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     expected = expected_notebooks()
     by_stem = {submissions.normal(Path(nb).stem): a for a, nb in expected.items()}
     plugin = _plugin(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME)
-    found, candidates = Class(), {}
+    found, candidates, others = Class(), {}, {}
     for member in safe_members(zip_path):
         name = member.filename
         parsed = plugin.collect(name)
         if parsed is None:
             found.why_unused[name] = (f"not a notebook ({Path(name).suffix or 'no extension'})"
                                       if Path(name).suffix != ".ipynb" else f"not named the way {source.title()} names submissions")
+            other = re.match(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME, name)
+            if other and Path(name).suffix != ".ipynb":  # a student's file in place of the notebook, maybe
+                others.setdefault(other["student_id"], []).append((member, other.groupdict()))
             continue
         original = Path(parsed["file_id"]).name
         target = assignment or by_stem.get(submissions.normal(Path(original).stem))
@@ -139,7 +143,27 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
             found.why_unused[older.filename] = f"an older upload: {student}'s newest, {member.filename}, is graded"
         found.entries.append(entry)
         chosen[(student, target)] = member
+    named = {e.assignment for e in found.entries}
+    _other_files(found, others, assignment or (named.pop() if len(named) == 1 else None), ids, source)
     return found, chosen
+
+
+def _other_files(found: Class, others: dict, assignment: str | None, ids: dict, source: str) -> None:
+    """A student who handed in files but no notebook: "not submitted", naming what they handed in instead
+    (so that the student reads "you submitted report.pdf, not a notebook", not "no notebook was submitted")."""
+    if assignment is None:
+        return
+    have = {e.lms_id for e in found.entries if e.assignment == assignment}
+    for lms_id, files in sorted(others.items()):
+        if lms_id in have:
+            continue
+        member, parsed = max(files, key=lambda f: f[0].date_time)
+        display = parsed.get("last_first") or parsed.get("full_name") or ""
+        names = ", ".join(sorted({Path(p["file_id"]).name for _, p in files}))
+        found.entries.append(Entry(ids.setdefault(lms_id, lms.student_id(display, lms_id)), assignment,
+                                   status=MISSING, reason=f"submitted {names}, not a notebook",
+                                   name=display.strip(), lms=source, lms_id=lms_id,
+                                   late=bool(parsed.get("late")), submitted=_when(member), source=member.filename))
 
 
 def _read_notebook(data: bytes | Path):

@@ -302,9 +302,16 @@ def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Pat
     """
     late = late or Late()
     out = out or EXPORT
+    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(MANIFEST)}
     entries = grades()
+    for e in entries:  # collected again since grading: the manifest says what the student's work is now
+        now = collected.get((e.student, e.assignment))
+        if now is not None and now.status != GRADED:
+            e.status, e.reason = now.status, now.reason
+        elif now is not None and e.status == GRADED and now.submitted != e.submitted:
+            e.status = "not graded yet"  # new work: its page comes with its grading
     removed = remove_stale(entries)
-    sources = {(e.student, e.assignment): e.source for e in submissions.read_manifest(MANIFEST)}
+    sources = {key: e.source for key, e in collected.items()}
     made, missing, skipped, zips = [], [], [], {}
     for e in sorted(entries, key=lambda e: (e.assignment, e.student)):
         if not e.lms or is_test_student(e):
