@@ -21,6 +21,9 @@ _MISSING = object()
 _quiet: tuple | None = None   # while the hidden tests run: the streams and display put aside, and the sink
 HIDDEN_PRINTS = ("[what your code printed or displayed while the hidden tests ran is not shown:"
                  " it would give their inputs away]")
+# written to the cell's own output around the hidden tests: the feedback drops what lies between
+# (what student code wrote to a stream it kept aside, which the quiet does not catch)
+HIDDEN_BEGIN, HIDDEN_END = "[pm-grader: hidden tests begin]\n", "[pm-grader: hidden tests end]\n"
 
 
 def check_array(x, name: str, shape: tuple | None = None) -> np.ndarray:
@@ -96,12 +99,16 @@ def _hidden(begin: bool) -> None:
     if begin and _quiet is None:
         sink = _Sink()
         shell = _shell()
+        if shell is not None and _end_of_cell not in shell.events.callbacks["post_run_cell"]:
+            shell.events.register("post_run_cell", _end_of_cell)  # a cell that raised still ends it
         publish = getattr(getattr(shell, "display_pub", None), "publish", None)
         if publish is not None:
             def hold(*args, **kwargs):
                 sink.written += 1
             shell.display_pub.publish = hold
         _quiet = (sys.stdout, sys.stderr, publish, sink)
+        sys.stdout.write(HIDDEN_BEGIN)
+        sys.stdout.flush()
         sys.stdout = sys.stderr = sink
     elif not begin and _quiet is not None:
         stdout, stderr, publish, sink = _quiet
@@ -109,8 +116,14 @@ def _hidden(begin: bool) -> None:
         sys.stdout, sys.stderr = stdout, stderr
         if publish is not None:
             _shell().display_pub.publish = publish
+        sys.stdout.write(HIDDEN_END)
         if sink.written:
             print(HIDDEN_PRINTS)
+        sys.stdout.flush()
+
+
+def _end_of_cell(*args) -> None:
+    _hidden(False)
 
 
 def _shell():

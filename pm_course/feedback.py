@@ -33,7 +33,6 @@ import ast
 import html
 import re
 import shutil
-from pathlib import Path
 
 import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
@@ -178,6 +177,42 @@ def remove_stale(entries) -> list[str]:
     return removed
 
 
+def without_hidden_output(outputs: list) -> list:
+    """The outputs with what came between the grader's hidden-test markers replaced by one notice.
+
+    While the hidden tests run, what student code prints is held back in the
+    kernel (:func:`attnlib.checks._hidden`); what it wrote to a stream it had
+    kept aside still lands between the markers, and goes here.
+    """
+    from attnlib.checks import HIDDEN_BEGIN, HIDDEN_END, HIDDEN_PRINTS
+
+    notice = HIDDEN_PRINTS + "\n"
+    kept, inside, dropped = [], False, False
+    for out in outputs:
+        if out.get("output_type") != "stream" or out.get("name") != "stdout":
+            if inside:
+                dropped = True
+            else:
+                kept.append(out)
+            continue
+        text, shown = out.get("text", ""), []
+        while text:
+            head, found, text = text.partition(HIDDEN_END if inside else HIDDEN_BEGIN)
+            if not inside:
+                shown.append(head)
+            else:
+                dropped = dropped or bool(head.strip())
+                if found and dropped and not text.startswith(notice):  # the kernel says so itself when
+                    shown.append(notice)                                # it held something back
+                dropped = dropped and not found
+            inside = not inside if found else inside
+        out["text"] = "".join(shown)
+        kept.append(out)
+    if dropped:
+        kept.append(new_output("stream", name="stdout", text=notice))
+    return kept
+
+
 WIDGET = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTICE = "[an interactive figure: open the notebook in Jupyter to use it]\n"
 
@@ -240,7 +275,8 @@ class HideHiddenTests(Preprocessor):
                 if quotes(out, secret):
                     cell.outputs[i] = new_output("stream", name="stdout", text=NOTICE)
             if cell.cell_type == "code":
-                cell.outputs = [shown for out in cell.outputs if (shown := readable(out)) is not None]
+                cell.outputs = [shown for out in without_hidden_output(cell.outputs)
+                                if (shown := readable(out)) is not None]
         return nb, resources
 
     def preprocess_cell(self, cell, resources, index):

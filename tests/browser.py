@@ -73,17 +73,6 @@ def typeset(driver, optional: bool = False):
     return driver.execute_async_script(WAIT_FOR_MATHJAX, optional, 100 if optional else 200)
 
 
-def typeset_offline(driver, page: Path) -> tuple[object, int]:
-    """Open ``page`` with the network off and wait for MathJax: (True or why not, how many
-    formulas it typeset)."""
-    driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
-        "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
-    driver.set_script_timeout(30)
-    driver.get(page.as_uri())
-    return typeset(driver), driver.execute_script("return document.querySelectorAll('mjx-container').length")
-
-
 # What a page's maths looks like once the browser has laid it out: MathML elements and their
 # sizes, and any TeX left as text (``$...$``, ``\(...\)``, ``\[...\]``, ``\frac`` and the like).
 MATHS_ON_PAGE = r"""

@@ -298,13 +298,15 @@ def labelled():
     grader_fails = _graded_cell("assert square(3) == 10, 'square(3) should be 10'  # pm-grader\n"
                                 "### BEGIN HIDDEN TESTS\nassert square(4) == 16\n### END HIDDEN TESTS\n",
                                 "test-square", 1)
+    bare = _graded_cell("### BEGIN HIDDEN TESTS\nassert double(40) == 80, 'for 40, double should give 80'\n"
+                        "### END HIDDEN TESTS\n", "test-bare", 1)  # no judging block to end the quiet
     after = nbformat.v4.new_code_cell("print('printed after the tests')")
-    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, raises, grader_fails, after])
-    for cell in nb.cells[1:5]:
+    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, raises, grader_fails, bare, after])
+    for cell in nb.cells[1:6]:
         cell.source = isolate.quiet_hidden_tests(cell.source)
     NotebookClient(nb, timeout=60, allow_errors=True).execute()
     executed = copy.deepcopy(nb)
-    for cell in nb.cells[1:5]:  # as GetGrades leaves them: every check lost its points
+    for cell in nb.cells[1:6]:  # as GetGrades leaves them: every check lost its points
         cell.metadata.nbgrader["score"] = 0
     feedback.HideHiddenTests().preprocess(nb, {})
     return executed, nb
@@ -347,8 +349,39 @@ def test_what_student_code_prints_during_hidden_tests_is_not_shown(labelled):
     assert "double was given 1\n" in printed and HIDDEN_PRINTS in printed
     assert "given 3" not in printed and "given 17" not in printed
     assert "given 17" not in "".join(str(o) for o in nb.cells[2].outputs)
-    # the hidden test that raised ended the quiet all the same (the echo prints each cell's source first)
-    assert "".join(o.get("text", "") for o in executed.cells[5].outputs).endswith("\nprinted after the tests\n")
+    # a hidden test that raised ended the quiet all the same, in a judging block or not (the echo
+    # prints each cell's source first)
+    assert "given 40" not in "".join(str(o) for o in executed.cells[5].outputs)
+    assert "".join(o.get("text", "") for o in executed.cells[6].outputs).endswith("\nprinted after the tests\n")
+
+
+def test_what_student_code_writes_to_a_stream_it_kept_aside_is_not_shown_either():
+    """The quiet replaces sys.stdout while the hidden tests run; a student's function that writes to
+    the stream it kept aside beforehand gets past it, into the cell's output between the grader's
+    markers, and the feedback drops what is there."""
+    from nbclient import NotebookClient
+
+    from attnlib.checks import HIDDEN_BEGIN, HIDDEN_PRINTS
+    from pm_course import feedback, isolate
+
+    setup = nbformat.v4.new_code_cell(
+        "import sys\nfrom attnlib.checks import judging\n_kept = sys.stdout\n"
+        "def double(x):\n    _kept.write(f'double was given {x}\\n')\n    return 2 * x\n")
+    test = _graded_cell("with judging('double'):\n"
+                        "    assert double(1) == 2, 'double(1) should be 2'\n"
+                        "    ### BEGIN HIDDEN TESTS\n"
+                        "    assert double(17) == 34, 'for a larger number, double should still double it'\n"
+                        "    ### END HIDDEN TESTS\n"
+                        "print('double: all visible checks pass')\n", "test-double", 1)
+    test.source = isolate.quiet_hidden_tests(test.source)
+    nb = nbformat.v4.new_notebook(cells=[setup, test])
+    NotebookClient(nb, timeout=60).execute()
+    printed = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert "double was given 17" in printed and HIDDEN_BEGIN in printed  # it got past the quiet
+    test.metadata.nbgrader["score"] = 1
+    feedback.HideHiddenTests().preprocess(nb, {})
+    assert "".join(o.get("text", "") for o in nb.cells[1].outputs) == (
+        f"double was given 1\n{HIDDEN_PRINTS}\ndouble: all visible checks pass\n")
 
 
 def test_the_grader_lines_never_reach_the_student(labelled):
@@ -567,3 +600,28 @@ def test_a_detector_that_also_tries_large_scores_keeps_its_point():
         checks._offered = None
     cell, want, _ = hidden.reference(name)["detect-causal"]
     assert cell == gid and np.array_equal(probed["detect-causal"], want)
+
+
+def test_every_hidden_check_carries_a_message_that_names_its_case():
+    """A hidden check that fails is named to the student by its message: every one has one, and no
+    message quotes its own check's code."""
+    import ast
+
+    from pm_course import feedback
+
+    bare = []
+    for name in course.assignment_names():
+        nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "code" or "### BEGIN HIDDEN TESTS" not in cell.source:
+                continue
+            span = feedback.hidden_span(cell.source)
+            checks = [n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Assert) and n.lineno in span]
+            told = {first: message for first, _, message in feedback.hidden_cases(cell.source)}
+            gid = cell.metadata["nbgrader"]["grade_id"]
+            bare += [f"{name}/{gid} line {n.lineno}" for n in checks if n.lineno not in told]
+            visible = "".join(line for i, line in enumerate(cell.source.splitlines(True), 1) if i not in span)
+            code = {ast.unparse(n.test) for n in checks} - {c for c in map(ast.unparse, (
+                n.test for n in checks)) if c in visible}   # what the visible checks show already
+            assert not [m for m in told.values() if any(c in m for c in code)], (name, gid)
+    assert bare == []
