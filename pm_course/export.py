@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import shutil
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -349,6 +350,10 @@ def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Pat
             if (kind, assignment) not in zips and old.is_file():
                 old.unlink()
                 print(f"  removed {old}: no feedback page for {assignment} now")
+    legacy = out / "feedback-canvas"  # the folder per student of earlier versions: its pages may be stale
+    if legacy.is_dir() and {p.name for p in legacy.iterdir()} <= {*expected_notebooks(), "mathjax"}:
+        shutil.rmtree(legacy)
+        print(f"  removed {legacy} (a folder per student, from an earlier version): the zips replace it")
     for path in made:
         what = "Assignment > Re-upload submissions" if "-canvas-" in path.name else \
             "Assignment > Grading action > Upload multiple feedback files in a zip"
