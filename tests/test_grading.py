@@ -576,19 +576,13 @@ return False
 """
 
 
-def test_a_detector_that_also_tries_large_scores_keeps_its_point():
-    """Exercise 6's hidden test holds up an implementation it calls right: that one must be right
-    for any finite scores, or a careful detector is marked wrong. The whole test cell is run on the
-    detector, and its probed value judged as the grader judges it."""
-    from test_exercises import notebook, solution_cell, solved_namespace, with_wrong_answer
+def _run_whole_test_cell(name, gid, ns):
+    """Run test cell ``gid`` (visible and hidden checks) in ``ns`` as the grader does; the values it probed."""
+    from test_exercises import notebook
 
     from attnlib import checks
-    from pm_course import hidden, isolate
+    from pm_course import isolate
 
-    name, target, gid = "06_debug_head", "detects_causal_bug", "test-detect-causal"
-    ns = dict(solved_namespace(name))
-    exec(with_wrong_answer(solution_cell(name, target).source, target, LARGE_SCORES_DETECTOR), ns)
-    assert ns[target](lambda S: np.full(S.shape, np.nan)), "the detector flags nothing: nothing was tested"
     probed = {}
     ns["probe"] = lambda key, value, judge=None: probed.__setitem__(key, np.asarray(value))
     test = next(c for c in notebook(name).cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
@@ -598,8 +592,57 @@ def test_a_detector_that_also_tries_large_scores_keeps_its_point():
             exec(compile(test.source, f"<{name}:{gid}>", "exec"), ns)
     finally:
         checks._offered = None
+    return probed
+
+
+def test_a_detector_that_also_tries_large_scores_keeps_its_point():
+    """Exercise 6's hidden test holds up an implementation it calls right: that one must be right
+    for any finite scores, or a careful detector is marked wrong. The whole test cell is run on the
+    detector, and its probed value judged as the grader judges it."""
+    from test_exercises import solution_cell, solved_namespace, with_wrong_answer
+
+    from pm_course import hidden
+
+    name, target, gid = "06_debug_head", "detects_causal_bug", "test-detect-causal"
+    ns = dict(solved_namespace(name))
+    exec(with_wrong_answer(solution_cell(name, target).source, target, LARGE_SCORES_DETECTOR), ns)
+    assert ns[target](lambda S: np.full(S.shape, np.nan)), "the detector flags nothing: nothing was tested"
+    probed = _run_whole_test_cell(name, gid, ns)
     cell, want, _ = hidden.reference(name)["detect-causal"]
     assert cell == gid and np.array_equal(probed["detect-causal"], want)
+
+
+FLOAT32_WEIGHTS = """
+return softmax(np.asarray(scores, dtype=np.float32), axis=-1, where=attnlib.causal_mask(scores.shape[-1]))
+"""
+
+
+def test_an_ungraded_cell_does_not_contradict_a_float32_answer_that_keeps_full_marks():
+    """Exercise 6: causal weights computed in float32 keep every point (visible checks, hidden checks,
+    the grader's judgement of the probed values); the ungraded cell that assembles the repaired layer
+    must then agree that it is right, not say "a fix above is off"."""
+    from test_exercises import notebook, solution_cell, solved_namespace, with_wrong_answer
+
+    from pm_course import hidden
+
+    name, target, gid = "06_debug_head", "fixed_causal_weights", "test-fix-causal"
+    ns = dict(solved_namespace(name))
+    exec(with_wrong_answer(solution_cell(name, target).source, target, FLOAT32_WEIGHTS), ns)
+    assert ns[target](np.zeros((3, 3))).dtype == np.float32
+    probed = _run_whole_test_cell(name, gid, ns)
+    assert probed and hidden.failures(name, _saved(probed)).get(gid) is None
+    layer = next(c for c in notebook(name).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "layer")
+    exec(compile(layer.source, f"<{name}:layer>", "exec"), ns)   # raises "a fix above is off" if it disagrees
+
+
+def _saved(probed):
+    """The probed values as the kernel saves them, in a folder for :func:`pm_course.hidden.failures`."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    for key, value in probed.items():
+        np.save(folder / f"{key}.npy", value, allow_pickle=False)
+    return folder
 
 
 def test_every_hidden_check_carries_a_message_that_names_its_case():
