@@ -668,3 +668,27 @@ def test_every_hidden_check_carries_a_message_that_names_its_case():
                 n.test for n in checks)) if c in visible}   # what the visible checks show already
             assert not [m for m in told.values() if any(c in m for c in code)], (name, gid)
     assert bare == []
+
+
+def test_no_output_block_of_a_feedback_page_is_empty():
+    """A widget's view needs a kernel (it would be an empty block): a line says what it was; printed
+    text that is empty, and displays with nothing to show, go. Checked on the page itself."""
+    from bs4 import BeautifulSoup
+    from nbformat.v4 import new_output
+
+    from pm_course import feedback
+
+    nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
+    cell = nbformat.v4.new_code_cell("interact(f, x=(0, 1))")
+    cell.outputs = [new_output("display_data", data={"text/plain": "interactive(children=(FloatSlider(...",
+                                                     feedback.WIDGET: {"model_id": "0" * 32, "version_major": 2,
+                                                                       "version_minor": 0}}),
+                    new_output("stream", name="stdout", text=""),
+                    new_output("display_data", data={"text/plain": ""}),
+                    new_output("stream", name="stdout", text="kept\n")]
+    nb.cells.insert(3, cell)
+    feedback.HideHiddenTests().preprocess(nb, {})
+    assert [o.get("text") for o in nb.cells[3].outputs] == [feedback.WIDGET_NOTICE, "kept\n"]
+    page = BeautifulSoup(_feedback_page(feedback.FeedbackExporter, nb), "html.parser")
+    areas = page.select("div.output_area")
+    assert areas and [str(a)[:200] for a in areas if not a.get_text(strip=True) and not a.find(["img", "svg"])] == []
