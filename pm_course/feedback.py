@@ -30,6 +30,7 @@ in an LMS's preview that runs no script.
 from __future__ import annotations
 
 import ast
+import functools
 import html
 import re
 import shutil
@@ -359,6 +360,7 @@ NEEDS_PASS = re.compile(r"<img(?![^>]*\salt=)[^>]*>|jp-Cell-inputWrapper|jp-Outp
 NO_MATHJAX = "{%- macro mathjax(url=None) -%}{%- endmacro %}"
 
 
+@functools.lru_cache(maxsize=4096)  # every student's page has the same prompts: each formula is converted once
 def tex_to_mathml(tex: str, display: bool = False) -> str:
     """One formula as MathML (``latex2mathml``), written into the page: no script needed to show it.
 
