@@ -55,13 +55,17 @@ class ExecuteWithOutputCap(Execute):
         return super().output(outs, msg, display_id, cell_index)
 
 
+# That megabyte is the limit: nbgrader's LimitOutput would also cut each cell's printed
+# text at 1,000 lines (a few kilobytes), far below it.
+c.LimitOutput.max_lines = -1
+
 # Every student notebook runs in a sandboxed kernel (pm_course/sandbox.py).
 from pm_course.sandbox import SandboxKernelManager  # noqa: E402
 
 c.Execute.kernel_manager_class = SandboxKernelManager
 
 # Feedback goes to students: no hidden test, nor any output that quotes one; a
-# reason for every lost point; MathJax from a copy beside the pages.
+# reason for every lost point; maths as MathML written into the page (no MathJax).
 from pm_course.feedback import FeedbackExporter, HideHiddenTests, WarningsAreNotFailures  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402

@@ -18,6 +18,12 @@ import numpy as np
 
 _offered: str | None = None   # the grader's source for the next judging block
 _MISSING = object()
+_quiet: tuple | None = None   # while the hidden tests run: the streams and display put aside, and the sink
+HIDDEN_PRINTS = ("[what your code printed or displayed while the hidden tests ran is not shown:"
+                 " it would give their inputs away]")
+# written to the cell's own output around the hidden tests: the feedback drops what lies between
+# (what student code wrote to a stream it kept aside, which the quiet does not catch)
+HIDDEN_BEGIN, HIDDEN_END = "[pm-grader: hidden tests begin]\n", "[pm-grader: hidden tests end]\n"
 
 
 def check_array(x, name: str, shape: tuple | None = None) -> np.ndarray:
@@ -66,6 +72,68 @@ def _offer(source: str) -> None:
     _offered = source
 
 
+class _Sink:
+    """Takes what is written and keeps only its length."""
+
+    def __init__(self):
+        self.written = 0
+
+    def write(self, text):
+        self.written += len(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def _hidden(begin: bool) -> None:
+    """For the grader only: what student code prints or displays during the hidden tests is not shown.
+
+    It would show the hidden tests' inputs (a function that prints its
+    arguments), and the feedback would hand them to the student. The grader
+    puts ``_hidden(True)`` before a test cell's hidden region and
+    ``_hidden(False)`` after it; :class:`judging` ends it too, when a hidden
+    test raised. If anything was held back, one line says so.
+    """
+    global _quiet
+    if begin and _quiet is None:
+        sink = _Sink()
+        shell = _shell()
+        if shell is not None and _end_of_cell not in shell.events.callbacks["post_run_cell"]:
+            shell.events.register("post_run_cell", _end_of_cell)  # a cell that raised still ends it
+        publish = getattr(getattr(shell, "display_pub", None), "publish", None)
+        if publish is not None:
+            def hold(*args, **kwargs):
+                sink.written += 1
+            shell.display_pub.publish = hold
+        _quiet = (sys.stdout, sys.stderr, publish, sink)
+        sys.stdout.write(HIDDEN_BEGIN)
+        sys.stdout.flush()
+        sys.stdout = sys.stderr = sink
+    elif not begin and _quiet is not None:
+        stdout, stderr, publish, sink = _quiet
+        _quiet = None
+        sys.stdout, sys.stderr = stdout, stderr
+        if publish is not None:
+            _shell().display_pub.publish = publish
+        sys.stdout.write(HIDDEN_END)
+        if sink.written:
+            print(HIDDEN_PRINTS)
+        sys.stdout.flush()
+
+
+def _end_of_cell(*args) -> None:
+    _hidden(False)
+
+
+def _shell():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 class judging:
     """Run a test cell's checks on ``names`` alone.
 
@@ -111,6 +179,7 @@ class judging:
         return self
 
     def __exit__(self, kind, error, trace):
+        _hidden(False)  # a hidden test that raised did not reach the grader's line that ends its quiet
         for name, value in self._saved.items():
             if value is _MISSING:
                 self._user.pop(name, None)

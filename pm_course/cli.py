@@ -29,7 +29,7 @@ A term with an LMS:
   pm-course collect --from canvas A1.zip --roster gradebook.csv
   pm-course grade                             grade what was collected
   pm-course export --to canvas gradebook.csv  course/export/canvas-grades.csv, for Grades > Import
-  pm-course feedback                          course/export/feedback-canvas/<assignment>/<Canvas id>/
+  pm-course feedback                          course/export/feedback-canvas-<assignment>.zip, for Re-upload submissions
   pm-course review 02_averaging               course/review/02_averaging.csv (and .html): score the written answers
   pm-course review 02_averaging --apply course/review/02_averaging.csv
   pm-course status                            per assignment: submissions, graded, failed, awaiting review
@@ -173,9 +173,12 @@ def parser() -> argparse.ArgumentParser:
     _late_options(p)
 
     p = sub.add_parser("feedback", help="pack each feedback page as the LMS takes it back",
-                       description="Pack the feedback pages: for Moodle a zip per assignment in the download's"
-                                   " folder layout; for Canvas a folder per student named by the Canvas id, with"
-                                   " the comment text. MathJax goes with them, so the maths typesets offline.")
+                       description="Pack the feedback pages, one zip per assignment: for Canvas's Re-upload"
+                                   " submissions, each page named with the download's <name>_<user id>_<submission"
+                                   " id>_ prefix (Canvas attaches it to that submission as a comment); for Moodle, in"
+                                   " the download's folder layout. Each page stands alone: its maths is MathML, it"
+                                   " loads nothing. Pages of work no longer graded are removed; Canvas's test"
+                                   " student gets none.")
     p.add_argument("-o", "--output", type=Path, metavar="OUT", default=None,
                    help="the folder to write to (default: course/export/)")
     _late_options(p)

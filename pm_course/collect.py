@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import shutil
 import zipfile
 from datetime import datetime
@@ -191,7 +192,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     expected = expected_notebooks()
     by_stem = {submissions.normal(Path(nb).stem): a for a, nb in expected.items()}
     plugin = _plugin(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME)
-    found, candidates, foreign = Class(), {}, {}
+    found, candidates, foreign, others = Class(), {}, {}, {}
     contents = read_zip(zip_path) if contents is None else contents
     for member in safe_members(zip_path):
         name = member.filename
@@ -199,6 +200,9 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         if parsed is None:
             found.why_unused[name] = (f"not a notebook ({Path(name).suffix or 'no extension'})"
                                       if Path(name).suffix != ".ipynb" else f"not named the way {source.title()} names submissions")
+            other = re.match(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME, name)
+            if other and Path(name).suffix != ".ipynb":  # a student's file in place of the notebook, maybe
+                others.setdefault(other["student_id"], []).append((member, other.groupdict()))
             continue
         original = Path(parsed["file_id"]).name
         if member.file_size > MAX_BYTES:
@@ -248,7 +252,27 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
                 student, target, status=FAILED, name=display, lms=source, lms_id=parsed["student_id"],
                 late=bool(parsed.get("late")), submitted=_when(member), source=member.filename,
                 reason=f"submitted {elsewhere}'s notebook ({Path(parsed['file_id']).name}), not {target}'s"))
+    named = {e.assignment for e in found.entries}
+    _other_files(found, others, assignment or (named.pop() if len(named) == 1 else None), ids, source)
     return found, chosen
+
+
+def _other_files(found: Class, others: dict, assignment: str | None, ids: dict, source: str) -> None:
+    """A student who handed in files but no notebook: "not submitted", naming what they handed in instead
+    (so that the student reads "you submitted report.pdf, not a notebook", not "no notebook was submitted")."""
+    if assignment is None:
+        return
+    have = {e.lms_id for e in found.entries if e.assignment == assignment}
+    for lms_id, files in sorted(others.items()):
+        if lms_id in have:
+            continue
+        member, parsed = max(files, key=lambda f: f[0].date_time)
+        display = parsed.get("last_first") or parsed.get("full_name") or ""
+        names = ", ".join(sorted({Path(p["file_id"]).name for _, p in files}))
+        found.entries.append(Entry(ids.setdefault(lms_id, lms.student_id(display, lms_id)), assignment,
+                                   status=MISSING, reason=f"submitted {names}, not a notebook",
+                                   name=display.strip(), lms=source, lms_id=lms_id,
+                                   late=bool(parsed.get("late")), submitted=_when(member), source=member.filename))
 
 
 def _read_notebook(data: bytes | Path):

@@ -35,6 +35,7 @@ import shutil
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
+from html import escape as html_escape
 from pathlib import Path
 
 from . import lms, submissions
@@ -42,7 +43,7 @@ from .collect import MANIFEST
 from .config import Course
 from .config import load as load_config
 from .course import COURSE, CourseError, assignment_names, expected_notebooks, max_points
-from .feedback import MATHJAX_URL
+from .feedback import is_test_student, remove_stale
 from .grade import grades
 from .submissions import GRADED, MISSING
 
@@ -153,15 +154,33 @@ def _points(x: float | None) -> str:
 
 
 def comment(entry, final: float | None, note: str) -> str:
-    """The short summary a student reads beside the grade in the LMS."""
+    """The short summary a student reads beside the grade in the LMS (and at the top of the feedback page).
+
+    Written for the student: what happened and what to do, never the
+    instructor's command-line advice (``note`` is the instructor's account
+    of a late penalty; the student reads what it did to the score).
+    """
+    notebook = expected_notebooks().get(entry.assignment, "the notebook")
     if entry.status == MISSING:
+        other = re.fullmatch(r"submitted (.+), not a notebook", entry.reason or "")
+        if other:
+            return (f"{entry.assignment}: you submitted {other.group(1)}, not a notebook, so nothing could be"
+                    f" graded. Submit {notebook}, the .ipynb file Jupyter saves (File > Download).")
         return f"{entry.assignment}: no notebook was submitted."
     if entry.status != GRADED:
-        return f"{entry.assignment}: could not be graded ({entry.reason}); your instructor will look at it."
+        why = entry.reason or "the grader could not run it"
+        if why.startswith("not a notebook"):
+            why = f"the file submitted as {notebook} is not a notebook Jupyter can open"
+        return f"{entry.assignment}: your notebook could not be graded automatically ({why}); your instructor will look at it."
     text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points, graded automatically"
     if note:
-        text += f"; {note}"
-    return text + ". The feedback file shows each check and why points were lost."
+        days = re.search(r"late (\d+) day", note)
+        late = "submitted late" + (f" ({days.group(1)} day{'s' if days.group(1) != '1' else ''})" if days else "")
+        if final is not None and entry.score is not None and final < entry.score:
+            text += f"; {late}: the late penalty leaves {final:g} of {entry.max_score:g} points"
+        else:
+            text += f"; {late}, no penalty"
+    return text + ". The feedback page shows each check and why any point was lost."
 
 
 def _by_lms_id(kind: str) -> dict[tuple[str, str], object]:
@@ -461,58 +480,128 @@ def export(to: str, template: Path | None = None, out: Path | None = None, late:
 
 
 # --- feedback -------------------------------------------------------------------
-def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Path]:
-    """Pack each student's feedback page as their LMS takes it back; the folders and zips written.
+def canvas_prefix(source: str) -> str | None:
+    """The ``<name>_[LATE_]<user id>_<submission id>_`` prefix of a Canvas download's file name (None if not one).
 
-    - Canvas: ``feedback-canvas/<assignment>/<Canvas id>/<notebook>.html`` and
-      ``comment.txt`` (the text to paste as the submission comment), with
-      MathJax in ``feedback-canvas/mathjax/``, where the pages' relative URL points.
+    Canvas's "Re-upload submissions" attaches a file to the submission its
+    name's user id and submission id point to.
+
+    >>> canvas_prefix("nunezjose_LATE_101_9001_subspace-1.ipynb")
+    'nunezjose_LATE_101_9001_'
+    """
+    found = re.match(lms.CANVAS_NAME, Path(source).name)
+    return found.group(0)[: found.start("file_id")] if found else None
+
+
+SUMMARY = ('<div role="note" style="margin:1em auto;max-width:1140px;padding:0.6em 1em;border-left:4px solid #1f6feb;'
+           'background:#eef4ff;color:#102040;font-size:15px">{}</div>')
+
+
+def with_summary(page: str, text: str) -> str:
+    """The page with the LMS comment's text at its top (a re-uploaded file arrives without a text comment)."""
+    head, body, rest = page.partition("<body>")
+    return head + body + SUMMARY.format(html_escape(text)) + rest if body else page
+
+
+def notice_page(entry, text: str) -> str:
+    """A short self-contained page for a submission with nothing graded (a PDF in place of the notebook)."""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html_escape(entry.assignment)}'
+            f"</title></head><body>{SUMMARY.format(html_escape(text))}</body></html>\n")
+
+
+def _write_zip(path: Path, files: list[tuple[str, str]]) -> None:
+    """Write a zip whole, then put it in place: an interrupted run leaves the old zip, never half a new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in files:
+            z.writestr(name, text)
+    part.replace(path)
+
+
+def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Path]:
+    """Pack each student's feedback page as their LMS takes it back; the zips written.
+
+    - Canvas: ``feedback-canvas-<assignment>.zip``, for the assignment's
+      "Re-upload submissions": each page named with the download's
+      ``<name>_<user id>_<submission id>_`` prefix (as collect recorded it), so
+      that Canvas attaches it to that student's submission as a comment.
     - Moodle: ``feedback-moodle-<assignment>.zip``, one folder per student as in
       the download (``<Full name>_<participant id>_assignsubmission_file_/``), to
-      upload with "Upload multiple feedback files in a zip"; its pages load
-      MathJax from ``mathjax/`` at the zip's root.
+      upload with "Upload multiple feedback files in a zip".
     - A folder: ``course/feedback/`` is already one folder per student.
+
+    Each page stands alone (its maths is MathML, it loads nothing) and opens
+    with the summary the LMS comment would carry. A zip is made whole from
+    grades.csv each time: a student whose row is no longer graded has no page
+    in it (and no page left in ``course/feedback/``), and Canvas's test
+    student gets none. A student who handed in another file in place of the
+    notebook gets a page saying so.
     """
     late = late or Late.of()
     out = out or EXPORT
-    sources = {(e.student, e.assignment): e.source for e in submissions.read_manifest(MANIFEST)}
-    mathjax = COURSE / "feedback" / "mathjax"
-    made, missing, zips = [], [], {}
-    for e in sorted(grades(), key=lambda e: (e.assignment, e.student)):
-        if e.status != GRADED or not e.lms:
+    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(MANIFEST)}
+    entries = grades()
+    for e in entries:  # collected again since grading: the manifest says what the student's work is now
+        now = collected.get((e.student, e.assignment))
+        if now is not None and now.status != GRADED:
+            e.status, e.reason = now.status, now.reason
+        elif now is not None and e.status == GRADED and now.submitted != e.submitted:
+            e.status = "not graded yet"  # new work: its page comes with its grading
+    removed = remove_stale(entries)
+    sources = {key: e.source for key, e in collected.items()}
+    made, missing, skipped, zips = [], [], [], {}
+    for e in sorted(entries, key=lambda e: (e.assignment, e.student)):
+        if not e.lms or is_test_student(e):
             continue
-        page = COURSE / "feedback" / e.student / e.assignment / Path(expected_notebooks()[e.assignment]).with_suffix(".html").name
-        if not page.is_file():
-            missing.append(f"{e.student}/{e.assignment}")
-            continue
-        final, note = late.apply(e)
-        if e.lms == "canvas":
-            folder = out / "feedback-canvas" / e.assignment / e.lms_id
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copy(page, folder / page.name)
-            (folder / "comment.txt").write_text(comment(e, final, note) + "\n", encoding="utf-8")
-            if not (out / "feedback-canvas" / "mathjax").exists():
-                shutil.copytree(mathjax, out / "feedback-canvas" / "mathjax")
-                made.append(out / "feedback-canvas")
+        stem = Path(expected_notebooks()[e.assignment]).stem
+        src = sources.get((e.student, e.assignment), "")
+        if e.status == GRADED:
+            page = COURSE / "feedback" / e.student / e.assignment / f"{stem}.html"
+            if not page.is_file():
+                missing.append(f"{e.student}/{e.assignment}")
+                continue
+            final, note = late.apply(e)
+            text = with_summary(page.read_text(encoding="utf-8"), comment(e, final, note))
+        elif src:  # something was handed in, and nothing graded: say why
+            text = notice_page(e, comment(e, None, ""))
         else:
-            src = sources.get((e.student, e.assignment), "")
+            continue
+        if e.lms == "canvas":
+            prefix = canvas_prefix(src)
+            if prefix is None:
+                skipped.append(f"{e.student}/{e.assignment}")
+                continue
+            name = f"{prefix}feedback-{stem}.html"
+        else:
             folder = src.split("/")[0] if "/" in src else f"{e.name}_{e.lms_id}_assignsubmission_file_"
-            html = page.read_text(encoding="utf-8").replace(f'src="{MATHJAX_URL}"', f'src="{MATHJAX_URL[3:]}"')
-            zips.setdefault(e.assignment, []).append((f"{folder}/{page.name}", html))
-    for assignment, pages in zips.items():
-        path = out / f"feedback-moodle-{assignment}.zip"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, html in pages:
-                z.writestr(name, html)
-            for f in sorted(mathjax.rglob("*")):
-                if f.is_file():
-                    z.write(f, f"mathjax/{f.relative_to(mathjax).as_posix()}")
+            name = f"{folder}/{stem}.html"
+        zips.setdefault((e.lms, e.assignment), []).append((name, text))
+    for (kind, assignment), pages in sorted(zips.items()):
+        path = out / f"feedback-{kind}-{assignment}.zip"
+        _write_zip(path, pages)
         made.append(path)
+    for kind in lms.LMSS:  # a zip left from an earlier run for an assignment with no page now
+        for assignment in expected_notebooks():
+            old = out / f"feedback-{kind}-{assignment}.zip"
+            if (kind, assignment) not in zips and old.is_file():
+                old.unlink()
+                print(f"  removed {old}: no feedback page for {assignment} now")
+    legacy = out / "feedback-canvas"  # the folder per student of earlier versions: its pages may be stale
+    if legacy.is_dir() and {p.name for p in legacy.iterdir()} <= {*expected_notebooks(), "mathjax"}:
+        shutil.rmtree(legacy)
+        print(f"  removed {legacy} (a folder per student, from an earlier version): the zips replace it")
     for path in made:
-        print(f"Feedback: {path}")
+        what = "Assignment > Re-upload submissions" if "-canvas-" in path.name else \
+            "Assignment > Grading action > Upload multiple feedback files in a zip"
+        print(f"Feedback: {path} ({what})")
+    if removed:
+        print(f"  removed {len(removed)} feedback page(s) of work no longer graded: {', '.join(removed)}")
     if missing:
         print(f"  no feedback page (grade again to make it): {', '.join(missing)}")
+    if skipped:
+        print(f"  not packed (no Canvas download file name was recorded; collect from Canvas's zip):"
+              f" {', '.join(skipped)}")
     if not made:
         print(f"No LMS feedback to pack: students collected from a folder have theirs in {COURSE / 'feedback'}")
     return made

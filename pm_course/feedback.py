@@ -22,21 +22,30 @@ points, and a cell that lost points says nothing about why.
 can be without changing the page: the compiled templates are kept between
 students (nbgrader makes a new exporter for each notebook, and compiling took
 about half of each feedback's time), and the page is not parsed a second time
-when that pass would change nothing (it took half of what was left). It loads
-MathJax from a copy beside the pages (:func:`install_mathjax`), not from a CDN.
+when that pass would change nothing (it took half of what was left). Its maths
+is MathML written into the page (:class:`MathMLRenderer`): a page needs no
+script and no file beside it, so it reads the same opened alone, offline, or
+in an LMS's preview that runs no script.
 """
 from __future__ import annotations
 
+import ast
+import functools
 import html
 import re
 import shutil
-from pathlib import Path
 
 import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.preprocessors import Preprocessor
 from nbformat.v4 import new_output
-from traitlets import Integer, default
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from traitlets import Bool, Integer
+
+try:
+    from jinja2 import pass_context as contextfilter
+except ImportError:  # an older jinja2
+    from jinja2 import contextfilter  # type: ignore[attr-defined,no-redef]
 
 from .isolate import MARK as GRADER_MARK  # ends each line the grader adds to a test cell before running it
 from .isolate import judged
@@ -93,6 +102,40 @@ def failing_line(traceback: list[str], cell_number: int | None = None) -> int | 
     return lines[-1] if lines else None
 
 
+def hidden_cases(source: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, message) of each check in the hidden regions that carries a message.
+
+    A hidden ``assert ..., "message"`` (or ``raise AssertionError("message")``)
+    names its case for the student without giving its answer away ("with
+    two keys scoring the maximum, the weights should split between them").
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    span, found = hidden_span(source), []
+    for node in ast.walk(tree):
+        msg = node.msg if isinstance(node, ast.Assert) else \
+            node.exc.args[0] if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
+            and getattr(node.exc.func, "id", None) == "AssertionError" and node.exc.args else None
+        if getattr(node, "lineno", None) in span and isinstance(msg, ast.Constant) and isinstance(msg.value, str):
+            found.append((node.lineno, node.end_lineno, msg.value))
+    return sorted(found)
+
+
+def hidden_case(source: str, line: int | None) -> str | None:
+    """The message of the hidden check that failed on ``line``: the check on that line, else the next one
+    (the line computed what that check was about to judge); None when there is none."""
+    if line is None:
+        return None
+    cases = hidden_cases(source)
+    for first, last, message in cases:
+        if first <= line <= last:
+            return message
+    later = [message for first, _, message in cases if first > line]
+    return later[0] if later else None
+
+
 def judged_function(cell) -> str:
     """The exercise function a test cell checks: its first ``judging("...")``, else its grade_id."""
     names = judged(cell.source)
@@ -107,6 +150,90 @@ def quotes(output, secret: set[str]) -> bool:
     text = ANSI.sub("", text)
     text += "\n" + html.unescape(text)  # an HTML output may carry the line escaped
     return (GRADER_MARK in text or "HIDDEN TESTS" in text) or any(line in text for line in secret)
+
+
+def is_test_student(entry) -> bool:
+    """Canvas's test student ("Student, Test"; ``studenttest_...`` in its download): given no feedback page."""
+    from .lms import is_test_student as named_test_student
+
+    return named_test_student(entry.name or entry.student.rsplit("_", 1)[0])
+
+
+def remove_stale(entries) -> list[str]:
+    """Remove the feedback pages of every row that is not graded now (or is Canvas's test student).
+
+    A page is made when a notebook is graded; when the row changes (the work
+    is no longer submitted, or could not be graded this time), its old page
+    would tell the student an old score. Returns ``student/assignment`` of each removed.
+    """
+    from .course import COURSE
+    from .submissions import GRADED
+
+    removed = []
+    for e in entries:
+        folder = COURSE / "feedback" / e.student / e.assignment
+        if (e.status != GRADED or is_test_student(e)) and folder.is_dir():
+            shutil.rmtree(folder)
+            removed.append(f"{e.student}/{e.assignment}")
+    return removed
+
+
+def without_hidden_output(outputs: list) -> list:
+    """The outputs with what came between the grader's hidden-test markers replaced by one notice.
+
+    While the hidden tests run, what student code prints is held back in the
+    kernel (:func:`attnlib.checks._hidden`); what it wrote to a stream it had
+    kept aside still lands between the markers, and goes here.
+    """
+    from attnlib.checks import HIDDEN_BEGIN, HIDDEN_END, HIDDEN_PRINTS
+
+    notice = HIDDEN_PRINTS + "\n"
+    kept, inside, dropped = [], False, False
+    for out in outputs:
+        if out.get("output_type") != "stream" or out.get("name") != "stdout":
+            if inside:
+                dropped = True
+            else:
+                kept.append(out)
+            continue
+        text, shown = out.get("text", ""), []
+        while text:
+            head, found, text = text.partition(HIDDEN_END if inside else HIDDEN_BEGIN)
+            if not inside:
+                shown.append(head)
+            else:
+                dropped = dropped or bool(head.strip())
+                if found and dropped and not text.startswith(notice):  # the kernel says so itself when
+                    shown.append(notice)                                # it held something back
+                dropped = dropped and not found
+            inside = not inside if found else inside
+        out["text"] = "".join(shown)
+        kept.append(out)
+    if dropped:
+        kept.append(new_output("stream", name="stdout", text=notice))
+    return kept
+
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTICE = "[an interactive figure: open the notebook in Jupyter to use it]\n"
+
+
+def readable(output):
+    """An output as a page shows it, or None when it would be an empty block.
+
+    A widget's view needs a kernel (the page has none): it becomes a line
+    saying so. Empty printed text, and displays with nothing to show, go.
+    """
+    kind = output.get("output_type")
+    if kind == "stream":
+        return output if output.get("text", "").strip() else None
+    if kind in ("display_data", "execute_result"):
+        data = output.get("data", {})
+        if WIDGET in data:
+            return new_output("stream", name="stdout", text=WIDGET_NOTICE)
+        if not any(str(v).strip() for v in data.values()):
+            return None
+    return output
 
 
 class WarningsAreNotFailures(Preprocessor):
@@ -148,6 +275,9 @@ class HideHiddenTests(Preprocessor):
             for i, out in enumerate(cell.get("outputs", [])):
                 if quotes(out, secret):
                     cell.outputs[i] = new_output("stream", name="stdout", text=NOTICE)
+            if cell.cell_type == "code":
+                cell.outputs = [shown for out in without_hidden_output(cell.outputs)
+                                if (shown := readable(out)) is not None]
         return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
@@ -191,8 +321,13 @@ class HideHiddenTests(Preprocessor):
         if ename == "NameError" and missing:
             return ename, (f"`{missing.group(1)}` is not defined: the cell that defines it was deleted, renamed"
                            " or raised an error")
-        if failing_line(error.get("traceback", []), cell.get("execution_count")) in span:
-            return "HiddenTestFailed", f"a hidden test of {function} failed: 0 of {points:g} points"
+        line = failing_line(error.get("traceback", []), cell.get("execution_count"))
+        if line in span:
+            case = hidden_case(cell.source, line)
+            if case is None:
+                return "HiddenTestFailed", f"a hidden test of {function} failed: 0 of {points:g} points"
+            raised = "" if ename == "AssertionError" else f" (your code raised {ename} there)"
+            return "HiddenTestFailed", f"a hidden test of {function} failed{raised}: {case}: 0 of {points:g} points"
         return ename, evalue  # a visible check: its own message
 
 
@@ -221,58 +356,77 @@ COMPILED = _CompiledTemplates()
 # text, and JupyterLab's cells (made focusable); nbgrader's template has none
 NEEDS_PASS = re.compile(r"<img(?![^>]*\salt=)[^>]*>|jp-Cell-inputWrapper|jp-OutputArea-output", re.I)
 
-
-# MathJax 3 as sphinx-mathjax-offline ships it (the book serves the same copy): the
-# SVG build needs no font files; ui/safe and the TeX extensions load beside it
-MATHJAX_FILES = ("tex-svg.js", "ui/safe.js", "input/tex/extensions")
-# nbgrader writes feedback/<student>/<assignment>/<notebook>.html; MathJax is in feedback/mathjax/
-MATHJAX_URL = "../../mathjax/tex-svg.js"
-MATHJAX_MACRO = """{%- macro mathjax(url="URL") -%}
-<script>
-window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], processEscapes: true, tags: 'ams'},
-                  loader: {load: ['ui/safe']}};
-</script>
-<script src="{{ url }}" defer></script>
-{%- endmacro %}"""
+# nbgrader's template calls the macro mathjax(); with the maths as MathML it writes nothing
+NO_MATHJAX = "{%- macro mathjax(url=None) -%}{%- endmacro %}"
 
 
-def install_mathjax(feedback_dir: Path) -> Path:
-    """Copy MathJax into ``feedback_dir/mathjax`` (once) for the feedback pages to load offline; its folder.
+@functools.lru_cache(maxsize=4096)  # every student's page has the same prompts: each formula is converted once
+def tex_to_mathml(tex: str, display: bool = False) -> str:
+    """One formula as MathML (``latex2mathml``), written into the page: no script needed to show it.
 
-    Send students that folder with their pages (nbgrader's feedback folder as a
-    whole keeps the layout the pages' relative URL expects).
+    A formula latex2mathml cannot read is shown as its TeX in ``<code>``, and
+    the page is made all the same.
+
+    >>> tex_to_mathml("x^2")[:60]
+    '<math xmlns="http://www.w3.org/1998/Math/MathML" display="in'
     """
-    from importlib.metadata import distribution
+    from latex2mathml.converter import convert
 
-    source = Path(distribution("sphinx-mathjax-offline").locate_file("sphinx-mathjax-offline/static/mathjax"))
-    target = feedback_dir / "mathjax"
-    for name in MATHJAX_FILES:
-        if not (source / name).exists():
-            raise FileNotFoundError(f"MathJax for the feedback pages: {source / name} is missing"
-                                    " (is sphinx-mathjax-offline installed?)")
-        if (source / name).is_dir():
-            shutil.copytree(source / name, target / name, dirs_exist_ok=True)
-        else:
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source / name, target / name)
-    return target
+    try:
+        return convert(tex.strip(), display="block" if display else "inline")
+    except Exception:  # noqa: BLE001 -- one unreadable formula must not cost the student the page
+        return f'<code class="tex">{html.escape(tex)}</code>'
+
+
+class MathMLRenderer(IPythonRenderer):
+    """nbconvert's markdown renderer, with each formula written as MathML rather than left for MathJax.
+
+    nbconvert's parser already finds the maths (``$...$``, ``$$...$$``,
+    ``\\(...\\)``, ``\\[...\\]``, ``\\begin{...}``) and keeps it apart from code
+    spans; only what each formula becomes changes.
+    """
+
+    def inline_math(self, body: str) -> str:
+        return tex_to_mathml(body)
+
+    def block_math(self, body: str) -> str:
+        return tex_to_mathml(body, display=True)
+
+    def latex_environment(self, name: str, body: str) -> str:
+        return tex_to_mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
 
 class FeedbackExporter(HTMLExporter):
-    """nbgrader's feedback exporter (HTML): compiled templates reused, no idle second pass, MathJax offline."""
+    """nbgrader's feedback exporter (HTML): compiled templates reused, no idle second pass, maths as MathML.
 
-    @default("mathjax_url")
-    def _local_mathjax(self):
-        return MATHJAX_URL
+    A page is sent alone (an LMS attaches it to a submission and shows it in a
+    preview that runs no script): its maths is MathML written when the page is
+    made, and the page loads nothing, MathJax included. ``mathml = False``
+    gives nbconvert's page with MathJax from its CDN (for comparison only).
+    """
+
+    mathml = Bool(True, help="write the maths as MathML, and load no MathJax").tag(config=True)
 
     def _create_environment(self):
         environment = super()._create_environment()
         environment.bytecode_cache = COMPILED
-        # nbgrader's template calls mathjax() with nbconvert's default, a CDN URL (and
-        # MathJax 2's configuration): this macro of the same name comes first
-        macro = MATHJAX_MACRO.replace('"URL"', '"' + html.escape(self.mathjax_url) + '"', 1)
-        environment.loader = jinja2.ChoiceLoader([jinja2.DictLoader({"mathjax.html.j2": macro}), environment.loader])
+        if self.mathml:  # nbgrader's template calls mathjax(), which would load it from a CDN: it does nothing here
+            environment.loader = jinja2.ChoiceLoader([jinja2.DictLoader({"mathjax.html.j2": NO_MATHJAX}),
+                                                      environment.loader])
         return environment
+
+    @contextfilter
+    def markdown2html(self, context, source):
+        """HTMLExporter's markdown filter, with the maths written as MathML."""
+        if not self.mathml:
+            return super().markdown2html(context, source)
+        cell = context.get("cell", {})
+        renderer = MathMLRenderer(
+            escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
+            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+            anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
+            **self.lexer_options)
+        return MarkdownWithMath(renderer=renderer).render(source)
 
     def from_notebook_node(self, nb, resources=None, **kw):
         """The page HTMLExporter makes, without its second pass when that pass has nothing to do.

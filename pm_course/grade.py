@@ -306,7 +306,6 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     if released_again := [a for a in changed if (COURSE / "release" / a).is_dir()]:
         chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in regrade]
         regrade = {(e.student, e.assignment) for e in chosen}
-    feedback.install_mathjax(COURSE / "feedback")  # the pages load it from there, offline
     before = read_grades(GRADES)
     hashes = _graded_before()
     # only what is new or changed, unless asked for by name (--student, --assignment) or --all
@@ -335,6 +334,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     write_grades(rows, GRADES)
     _say_what_changed(before, rows, regrade)
     everyone = [_entry(r) for r in rows.values()]
+    feedback.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
     collected = sorted({e.assignment for e in everyone})  # mid-term, the assignments so far: not all of them
     print(submissions_mod.summary(everyone, {name: max_points(name) for name in collected}))
     for entry in everyone:

@@ -146,7 +146,22 @@ class HandInstructorVersions(Preprocessor):
     def preprocess_cell(self, cell, resources, index):
         gid = _meta(cell).get("grade_id")
         if is_test(cell) and gid in self._ids and "judging(" in cell.source:
+            cell.source = quiet_hidden_tests(cell.source)
             code = instructor_source(self._source, gid)
             if code:
                 cell.source = f'__import__("attnlib.checks").checks._offer({code!r})  {MARK}\n' + cell.source
         return cell, resources
+
+
+def quiet_hidden_tests(source: str) -> str:
+    """``source`` with a grader line before and after each hidden region: what student code prints
+    there is held back (:func:`attnlib.checks._hidden`), for it would show the hidden inputs."""
+    out = []
+    for line in source.splitlines(keepends=True):
+        indent = line[: len(line) - len(line.lstrip())]
+        if line.strip().startswith("### BEGIN HIDDEN TESTS"):
+            out.append(f'{indent}__import__("attnlib.checks").checks._hidden(True)  {MARK}\n')
+        out.append(line)
+        if line.strip().startswith("### END HIDDEN TESTS"):
+            out.append(f'{indent}__import__("attnlib.checks").checks._hidden(False)  {MARK}\n')
+    return "".join(out)

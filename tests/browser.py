@@ -73,12 +73,23 @@ def typeset(driver, optional: bool = False):
     return driver.execute_async_script(WAIT_FOR_MATHJAX, optional, 100 if optional else 200)
 
 
-def typeset_offline(driver, page: Path) -> tuple[object, int]:
-    """Open ``page`` with the network off and wait for MathJax: (True or why not, how many
-    formulas it typeset)."""
+# What a page's maths looks like once the browser has laid it out: MathML elements and their
+# sizes, and any TeX left as text (``$...$``, ``\(...\)``, ``\[...\]``, ``\frac`` and the like).
+MATHS_ON_PAGE = r"""
+    const maths = [...document.querySelectorAll('math')];
+    const sizes = maths.map((m) => { const r = m.getBoundingClientRect(); return [r.width, r.height]; });
+    const text = document.body.innerText;
+    const tex = text.match(/\$[^$\n]+\$|\\\(|\\\[|\\(frac|sqrt|alpha|beta|mathbf|sum)\b/g) || [];
+    return {maths: maths.length, empty: sizes.filter(([w, h]) => !(w > 0 && h > 0)).length,
+            tex: tex.slice(0, 10), scripts: document.querySelectorAll('script[src]').length};"""
+
+
+def maths_offline(driver, page: Path) -> dict:
+    """Open ``page`` with the network off and no script of its own needed: how its maths came out
+    (``maths``: MathML elements, ``empty``: those with no size, ``tex``: raw TeX left in the text,
+    ``scripts``: scripts it loads)."""
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
         "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
-    driver.set_script_timeout(30)
     driver.get(page.as_uri())
-    return typeset(driver), driver.execute_script("return document.querySelectorAll('mjx-container').length")
+    return driver.execute_script(MATHS_ON_PAGE)

@@ -181,7 +181,9 @@ def test_a_warning_from_correct_code_costs_no_points(graded):
 
 LOST = {  # student -> what their feedback says about the points of test-proj
     "gil_visible": "AssertionError: for general A (7 x 3): vectors already in the span of A should be left unchanged",
-    "hal_hidden": f"HiddenTestFailed: a hidden test of extract_projector failed: 0 of {POINTS} points",
+    "hal_hidden": "HiddenTestFailed: a hidden test of extract_projector failed: for A of other shapes (6 x 2,"
+                  " 10 x 3, 4 x 4), with columns neither orthogonal nor of length 1, (v_a + v_b) M is not v_a:"
+                  f" 0 of {POINTS} points",
     "ivy_fooled": f"HiddenTestFailed: a hidden test of extract_projector found a wrong value: 0 of {POINTS} points",
     "jo_renamed": "NameError: extract_projector is not defined: the cell that defines it was deleted, renamed,"
                   " not run, or raised an error",
@@ -215,31 +217,28 @@ def test_feedback_does_not_repeat_hidden_tests_that_student_code_printed(graded)
     assert feedback.NOTICE.strip() in text
 
 
-def test_feedback_pages_load_mathjax_from_beside_them(graded):
-    """No CDN: every script a feedback page loads is a file in the feedback folder (MathJax among them)."""
+def test_feedback_pages_load_nothing_and_carry_their_maths_as_mathml(graded):
+    """A page is sent alone: no script or stylesheet from a CDN or a folder beside it, and its maths
+    written as MathML (no MathJax)."""
     import re
 
     _, _, course = graded
-    page = course / "feedback" / "ada" / NAME / NOTEBOOK.replace(".ipynb", ".html")
-    sources = re.findall(r"<script[^>]*\ssrc=\"([^\"]+)\"", page.read_text())
-    assert [s for s in sources if "mathjax" in s.lower()], sources
-    assert not [s for s in sources if re.match(r"(https?:)?//", s)], sources
-    for src in sources:
-        assert (page.parent / src).resolve().is_file(), src
-        assert (page.parent / src).resolve().is_relative_to(course / "feedback"), src
+    page = (course / "feedback" / "ada" / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+    assert re.findall(r"<(?:script|img)[^>]*\ssrc=\"(?!data:)[^\"]*\"|<link[^>]*\shref=\"[^\"]*\"", page) == []
+    assert page.count("<math") > 10 and "tex-svg.js" not in page
 
 
 @browser.required("the feedback's browser test", browser.missing())
-def test_feedback_pages_typeset_maths_offline(graded, tmp_path):
-    """In headless Chromium with the network off, MathJax typesets a feedback page's maths (and a
-    screenshot of it is kept in _build/screenshots/ for a look)."""
+def test_feedback_pages_show_their_maths_offline_without_scripts(graded, tmp_path):
+    """In headless Chromium with the network and scripts off, a feedback page's maths is laid out
+    MathML, with no TeX left (and a screenshot of it is kept in _build/screenshots/ for a look)."""
     _, _, course = graded
     page = course / "feedback" / "fay_warns" / NAME / NOTEBOOK.replace(".ipynb", ".html")
     driver = browser.chrome(tmp_path, "1100,1900", "--force-prefers-color-scheme=light")
     try:
-        typeset, formulas = browser.typeset_offline(driver, page)
-        assert typeset is True, typeset
-        assert formulas > 5
+        driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+        shown = browser.maths_offline(driver, page)
+        assert shown["maths"] > 10 and shown["empty"] == 0 and shown["tex"] == [], shown
         shots = ROOT / "_build" / "screenshots"
         shots.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(shots / "feedback-fay_warns.png"))
@@ -259,18 +258,20 @@ GRADER_LINE = "_judged = {'double': None}  # pm-grader"  # what the grader puts 
 
 @pytest.fixture(scope="module")
 def labelled():
-    """A notebook run in a real kernel (IPython's own tracebacks), before and after HideHiddenTests."""
+    """A notebook run in a real kernel (IPython's own tracebacks), its test cells as the grader runs
+    them (a quiet around each hidden region), before and after HideHiddenTests."""
     import copy
 
     from nbclient import NotebookClient
 
-    from pm_course import feedback
+    from pm_course import feedback, isolate
 
     setup = nbformat.v4.new_code_cell(
-        "import contextlib\n"
-        "judging = contextlib.nullcontext  # stands in for attnlib.checks.judging\n"
+        "from attnlib.checks import judging\n"
         "def attend(x):\n    return x\n"
-        "def double(x):\n    return 2 * x if x < 5 else 0\n"
+        "def double(x):\n    print('double was given', x)  # a student's print: shows the hidden input\n"
+        "    return 2 * x if x < 5 else 0\n"
+        "def half(x):\n    if x > 5:\n        raise ValueError(f'too large: {x}')\n    return x / 2\n"
         "def square(x):\n    return x * x\n" + ECHO)
     near = _graded_cell(f"{GRADER_LINE}\n"             # a visible check fails right before the hidden block
                         "with judging('attend'):\n"
@@ -283,16 +284,29 @@ def labelled():
                           "with judging('double'):\n"
                           "    assert double(1) == 2, 'double(1) should be 2'\n"
                           "    ### BEGIN HIDDEN TESTS\n"
-                          "    assert double(17) == 34, 'secret message'\n"
+                          "    assert double(3) == 6\n"
+                          "    assert double(17) == 34, \\\n"
+                          "        'for a larger number, double should still double it'\n"
                           "    ### END HIDDEN TESTS\n"
                           "print('double: all visible checks pass')\n", "test-double", 1)
+    raises = _graded_cell("with judging('half'):\n"     # student code raises inside a hidden test
+                          "    assert half(2) == 1, 'half(2) should be 1'\n"
+                          "    ### BEGIN HIDDEN TESTS\n"
+                          "    big = half(17)\n"
+                          "    assert big == 8.5, 'for a number above 5, half should still halve it'\n"
+                          "    ### END HIDDEN TESTS\n", "test-half", 1)
     grader_fails = _graded_cell("assert square(3) == 10, 'square(3) should be 10'  # pm-grader\n"
                                 "### BEGIN HIDDEN TESTS\nassert square(4) == 16\n### END HIDDEN TESTS\n",
                                 "test-square", 1)
-    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, grader_fails])
+    bare = _graded_cell("### BEGIN HIDDEN TESTS\nassert double(40) == 80, 'for 40, double should give 80'\n"
+                        "### END HIDDEN TESTS\n", "test-bare", 1)  # no judging block to end the quiet
+    after = nbformat.v4.new_code_cell("print('printed after the tests')")
+    nb = nbformat.v4.new_notebook(cells=[setup, near, hidden, raises, grader_fails, bare, after])
+    for cell in nb.cells[1:6]:
+        cell.source = isolate.quiet_hidden_tests(cell.source)
     NotebookClient(nb, timeout=60, allow_errors=True).execute()
     executed = copy.deepcopy(nb)
-    for cell in nb.cells[1:]:  # as GetGrades leaves them: every check lost its points
+    for cell in nb.cells[1:6]:  # as GetGrades leaves them: every check lost its points
         cell.metadata.nbgrader["score"] = 0
     feedback.HideHiddenTests().preprocess(nb, {})
     return executed, nb
@@ -313,10 +327,61 @@ def test_a_visible_check_that_fails_beside_the_hidden_block_says_its_own_message
     assert error.traceback == ["AssertionError: attend(1) should be 2"]
 
 
-def test_a_hidden_test_that_fails_is_named_without_its_source(labelled):
+def test_a_hidden_test_that_fails_is_named_by_its_message_without_its_source(labelled):
+    """The hidden check's own message names the case (never its source); an error raised by the
+    student's code inside a hidden test is named by the check it was computing for."""
     _, nb = labelled
     [error] = _errors(nb.cells[2])
-    assert error.traceback == ["HiddenTestFailed: a hidden test of double failed: 0 of 1 points"]
+    assert error.traceback == ["HiddenTestFailed: a hidden test of double failed: for a larger number, double"
+                               " should still double it: 0 of 1 points"]
+    [error] = _errors(nb.cells[3])
+    assert error.traceback == ["HiddenTestFailed: a hidden test of half failed (your code raised ValueError"
+                               " there): for a number above 5, half should still halve it: 0 of 1 points"]
+
+
+def test_what_student_code_prints_during_hidden_tests_is_not_shown(labelled):
+    """double prints its argument: the visible check's input is shown, the hidden ones (3, 17) never
+    leave the kernel; one line says something was held back, and later cells print again."""
+    from attnlib.checks import HIDDEN_PRINTS
+
+    executed, nb = labelled
+    printed = "".join(o.get("text", "") for o in executed.cells[2].outputs)
+    assert "double was given 1\n" in printed and HIDDEN_PRINTS in printed
+    assert "given 3" not in printed and "given 17" not in printed
+    assert "given 17" not in "".join(str(o) for o in nb.cells[2].outputs)
+    # a hidden test that raised ended the quiet all the same, in a judging block or not (the echo
+    # prints each cell's source first)
+    assert "given 40" not in "".join(str(o) for o in executed.cells[5].outputs)
+    assert "".join(o.get("text", "") for o in executed.cells[6].outputs).endswith("\nprinted after the tests\n")
+
+
+def test_what_student_code_writes_to_a_stream_it_kept_aside_is_not_shown_either():
+    """The quiet replaces sys.stdout while the hidden tests run; a student's function that writes to
+    the stream it kept aside beforehand gets past it, into the cell's output between the grader's
+    markers, and the feedback drops what is there."""
+    from nbclient import NotebookClient
+
+    from attnlib.checks import HIDDEN_BEGIN, HIDDEN_PRINTS
+    from pm_course import feedback, isolate
+
+    setup = nbformat.v4.new_code_cell(
+        "import sys\nfrom attnlib.checks import judging\n_kept = sys.stdout\n"
+        "def double(x):\n    _kept.write(f'double was given {x}\\n')\n    return 2 * x\n")
+    test = _graded_cell("with judging('double'):\n"
+                        "    assert double(1) == 2, 'double(1) should be 2'\n"
+                        "    ### BEGIN HIDDEN TESTS\n"
+                        "    assert double(17) == 34, 'for a larger number, double should still double it'\n"
+                        "    ### END HIDDEN TESTS\n"
+                        "print('double: all visible checks pass')\n", "test-double", 1)
+    test.source = isolate.quiet_hidden_tests(test.source)
+    nb = nbformat.v4.new_notebook(cells=[setup, test])
+    NotebookClient(nb, timeout=60).execute()
+    printed = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert "double was given 17" in printed and HIDDEN_BEGIN in printed  # it got past the quiet
+    test.metadata.nbgrader["score"] = 1
+    feedback.HideHiddenTests().preprocess(nb, {})
+    assert "".join(o.get("text", "") for o in nb.cells[1].outputs) == (
+        f"double was given 1\n{HIDDEN_PRINTS}\ndouble: all visible checks pass\n")
 
 
 def test_the_grader_lines_never_reach_the_student(labelled):
@@ -325,12 +390,12 @@ def test_the_grader_lines_never_reach_the_student(labelled):
     from pm_course import feedback
 
     executed, nb = labelled
-    assert feedback.failing_line(_errors(executed.cells[3])[0].traceback) == 1
-    assert _errors(nb.cells[3])[0].traceback == ["AssertionError: square(3) should be 10"]
+    assert feedback.failing_line(_errors(executed.cells[4])[0].traceback) == 1
+    assert _errors(nb.cells[4])[0].traceback == ["AssertionError: square(3) should be 10"]
     shown = "\n".join(c.source for c in nb.cells) + "\n" + "\n".join(
         str(o) for c in nb.cells for o in c.outputs)
     printed = "\n".join(str(o) for c in executed.cells for o in c.outputs)
-    for secret in ("# pm-grader", "attend(31) == 62", "double(17) == 34", "secret message"):
+    for secret in ("# pm-grader", "attend(31) == 62", "double(17) == 34", "secret message", "_hidden("):
         assert secret in printed and secret not in shown, secret
     assert "HIDDEN TESTS" not in shown
     assert any(o.get("text") == feedback.NOTICE for c in nb.cells for o in c.outputs)
@@ -374,7 +439,7 @@ def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
     assert "proj-6x2: ValueError" in hidden.failures(NAME, folder)["test-proj"]
 
 
-def _feedback_page(exporter_class, nb):
+def _feedback_page(exporter_class, nb, **traits):
     """A feedback page made the way nbgrader makes it (template, paths, grades), by ``exporter_class``."""
     import copy
 
@@ -382,7 +447,8 @@ def _feedback_page(exporter_class, nb):
 
     here = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
     exporter = exporter_class(template_name="feedback", extra_template_basedirs=[str(here / "templates")],
-                              extra_template_paths=[str(here / "static" / "node_modules" / "bootstrap" / "dist" / "css")])
+                              extra_template_paths=[str(here / "static" / "node_modules" / "bootstrap" / "dist" / "css")],
+                              **traits)
     nb = copy.deepcopy(nb)
     for cell in nb.cells:  # what nbgrader's GetGrades adds
         meta = cell.metadata.get("nbgrader", {})
@@ -394,7 +460,8 @@ def _feedback_page(exporter_class, nb):
 
 def test_feedback_pages_are_nbconverts_made_cheaper():
     """Compiled templates are reused, and the page is that of nbconvert's HTMLExporter (up to its
-    second pass, which only re-serialises it here, the ids it draws at random, and MathJax's loader)."""
+    second pass, which only re-serialises it here, the ids it draws at random, and MathJax's loader);
+    with MathML on (the default), the maths is MathML and nothing loads MathJax."""
     import re
     from unittest import mock
 
@@ -428,8 +495,10 @@ def test_feedback_pages_are_nbconverts_made_cheaper():
             comment.extract()
         head = re.sub(r">\s+<", "><", str(soup.head))  # the blank lines the loaders left
         return head + re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "<id>", str(soup.body))
-    assert same(first) == same(second) == same(reference)
-    assert "cdnjs" in reference and "cdnjs" not in first
+    assert same(first) == same(second)
+    assert same(_feedback_page(feedback.FeedbackExporter, nb, mathml=False)) == same(reference)
+    assert "cdnjs" in reference and "cdnjs" not in first and "<script" not in same(first)
+    assert reference.count("<math") == 0 and first.count("<math") > 10
     assert "Test cell" in first and "extract_projector" in first
 
 
@@ -492,3 +561,134 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
     assert grades["1"].count(f"{NAME},graded,,3,3") == 2 and grades["1"].count(f"{NAME},graded,lost points: test-proj 0/3,0,3") == 2
     assert "s1,05_two_heads,graded,,6,6" in grades["1"], grades["1"]
     assert "s2,05_two_heads,could not be graded,not a notebook" in grades["1"], grades["1"]
+
+
+# A detector of exercise 6 that also tries large scores, where exponentials of unshifted (or
+# wrongly shifted) scores overflow, as exercises 1, 2, 4 and 5 teach: a right one.
+LARGE_SCORES_DETECTOR = """
+rng = np.random.default_rng(0)
+for scale in (1.0, 1000.0):   # scores of the usual size, and large ones
+    for _ in range(3):
+        scores = scale * rng.standard_normal((T, T))
+        if not np.allclose(f(scores), softmax(scores, where=attnlib.causal_mask(T))):
+            return True
+return False
+"""
+
+
+def _run_whole_test_cell(name, gid, ns):
+    """Run test cell ``gid`` (visible and hidden checks) in ``ns`` as the grader does; the values it probed."""
+    from test_exercises import notebook
+
+    from attnlib import checks
+    from pm_course import isolate
+
+    probed = {}
+    ns["probe"] = lambda key, value, judge=None: probed.__setitem__(key, np.asarray(value))
+    test = next(c for c in notebook(name).cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
+    checks._offer(isolate.instructor_source(notebook(name), gid))
+    try:
+        with np.errstate(all="ignore"):
+            exec(compile(test.source, f"<{name}:{gid}>", "exec"), ns)
+    finally:
+        checks._offered = None
+    return probed
+
+
+def test_a_detector_that_also_tries_large_scores_keeps_its_point():
+    """Exercise 6's hidden test holds up an implementation it calls right: that one must be right
+    for any finite scores, or a careful detector is marked wrong. The whole test cell is run on the
+    detector, and its probed value judged as the grader judges it."""
+    from test_exercises import solution_cell, solved_namespace, with_wrong_answer
+
+    from pm_course import hidden
+
+    name, target, gid = "06_debug_head", "detects_causal_bug", "test-detect-causal"
+    ns = dict(solved_namespace(name))
+    exec(with_wrong_answer(solution_cell(name, target).source, target, LARGE_SCORES_DETECTOR), ns)
+    assert ns[target](lambda S: np.full(S.shape, np.nan)), "the detector flags nothing: nothing was tested"
+    probed = _run_whole_test_cell(name, gid, ns)
+    cell, want, _ = hidden.reference(name)["detect-causal"]
+    assert cell == gid and np.array_equal(probed["detect-causal"], want)
+
+
+FLOAT32_WEIGHTS = """
+return softmax(np.asarray(scores, dtype=np.float32), axis=-1, where=attnlib.causal_mask(scores.shape[-1]))
+"""
+
+
+def test_an_ungraded_cell_does_not_contradict_a_float32_answer_that_keeps_full_marks():
+    """Exercise 6: causal weights computed in float32 keep every point (visible checks, hidden checks,
+    the grader's judgement of the probed values); the ungraded cell that assembles the repaired layer
+    must then agree that it is right, not say "a fix above is off"."""
+    from test_exercises import notebook, solution_cell, solved_namespace, with_wrong_answer
+
+    from pm_course import hidden
+
+    name, target, gid = "06_debug_head", "fixed_causal_weights", "test-fix-causal"
+    ns = dict(solved_namespace(name))
+    exec(with_wrong_answer(solution_cell(name, target).source, target, FLOAT32_WEIGHTS), ns)
+    assert ns[target](np.zeros((3, 3))).dtype == np.float32
+    probed = _run_whole_test_cell(name, gid, ns)
+    assert probed and hidden.failures(name, _saved(probed)).get(gid) is None
+    layer = next(c for c in notebook(name).cells if c.metadata.get("nbgrader", {}).get("grade_id") == "layer")
+    exec(compile(layer.source, f"<{name}:layer>", "exec"), ns)   # raises "a fix above is off" if it disagrees
+
+
+def _saved(probed):
+    """The probed values as the kernel saves them, in a folder for :func:`pm_course.hidden.failures`."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    for key, value in probed.items():
+        np.save(folder / f"{key}.npy", value, allow_pickle=False)
+    return folder
+
+
+def test_every_hidden_check_carries_a_message_that_names_its_case():
+    """A hidden check that fails is named to the student by its message: every one has one, and no
+    message quotes its own check's code."""
+    import ast
+
+    from pm_course import feedback
+
+    bare = []
+    for name in course.assignment_names():
+        nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "code" or "### BEGIN HIDDEN TESTS" not in cell.source:
+                continue
+            span = feedback.hidden_span(cell.source)
+            checks = [n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Assert) and n.lineno in span]
+            told = {first: message for first, _, message in feedback.hidden_cases(cell.source)}
+            gid = cell.metadata["nbgrader"]["grade_id"]
+            bare += [f"{name}/{gid} line {n.lineno}" for n in checks if n.lineno not in told]
+            visible = "".join(line for i, line in enumerate(cell.source.splitlines(True), 1) if i not in span)
+            code = {ast.unparse(n.test) for n in checks} - {c for c in map(ast.unparse, (
+                n.test for n in checks)) if c in visible}   # what the visible checks show already
+            assert not [m for m in told.values() if any(c in m for c in code)], (name, gid)
+    assert bare == []
+
+
+def test_no_output_block_of_a_feedback_page_is_empty():
+    """A widget's view needs a kernel (it would be an empty block): a line says what it was; printed
+    text that is empty, and displays with nothing to show, go. Checked on the page itself."""
+    from bs4 import BeautifulSoup
+    from nbformat.v4 import new_output
+
+    from pm_course import feedback
+
+    nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
+    cell = nbformat.v4.new_code_cell("interact(f, x=(0, 1))")
+    cell.outputs = [new_output("display_data", data={"text/plain": "interactive(children=(FloatSlider(...",
+                                                     feedback.WIDGET: {"model_id": "0" * 32, "version_major": 2,
+                                                                       "version_minor": 0}}),
+                    new_output("stream", name="stdout", text=""),
+                    new_output("display_data", data={"text/plain": ""}),
+                    new_output("stream", name="stdout", text="kept\n")]
+    nb.cells.insert(3, cell)
+    feedback.HideHiddenTests().preprocess(nb, {})
+    assert [o.get("text") for o in nb.cells[3].outputs] == [feedback.WIDGET_NOTICE, "kept\n"]
+    page = BeautifulSoup(_feedback_page(feedback.FeedbackExporter, nb), "html.parser")
+    areas = page.select("div.output_area")
+    assert areas and [str(a)[:200] for a in areas if not a.get_text(strip=True) and not a.find(["img", "svg"])] == []
