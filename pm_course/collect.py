@@ -279,7 +279,7 @@ def _read_notebook(data: bytes | Path):
     """The notebook in ``data``, with duplicated graded cells dropped; (notebook, dropped ids) or (None, why)."""
     import nbformat
 
-    from .grade import drop_duplicate_cells
+    from .repair import drop_duplicate_cells
 
     try:
         text = data.read_text(encoding="utf-8") if isinstance(data, Path) else data.decode("utf-8")

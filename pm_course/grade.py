@@ -18,7 +18,6 @@ assignment's source are what they were when it was last graded
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -31,35 +30,12 @@ from . import assignments as assignments_mod
 from . import collect as collect_mod
 from . import feedback, hidden, lms
 from . import submissions as submissions_mod
+from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
+from .repair import drop_duplicate_cells
 from .course import (COURSE, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
                      worker_start)
 
-GRADES = COURSE / "grades.csv"
 GRADED_HASHES = COURSE / "graded.json"  # what each notebook was when last graded, so that grade skips it unchanged
-COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
-           "late", "submitted", "name", "lms", "lms_id")
-COLUMNS += ("written_score", "written_max", "awaiting_review")  # the written answers (pm_course/review.py)
-
-
-def drop_duplicate_cells(nb) -> list[str]:
-    """Keep the first copy of each graded cell (nbgrader rejects a notebook with one twice); the ids dropped.
-
-    A copy-paste accident would otherwise cost the student the whole notebook.
-    """
-    seen, kept, dropped = set(), [], []
-    for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if gid is not None and gid in seen:
-            dropped.append(gid)
-            continue
-        seen.add(gid)
-        kept.append(cell)
-    nb.cells = kept
-    return dropped
-
-
-GENERIC = ("There was an error processing", "Traceback", "see the", "Please see")  # nbgrader's words for any failure
-EXCEPTION = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Warning)): (.+)$", re.M)
 
 
 def _why(log: str) -> str:
@@ -410,14 +386,6 @@ def _entry(row: dict):
     return entry
 
 
-def read_grades(path: Path = GRADES) -> dict[tuple[str, str], dict]:
-    """grades.csv's rows by (student, assignment) ({} when there is none)."""
-    if not path.is_file():
-        return {}
-    with path.open(newline="", encoding="utf-8") as f:
-        return {(r["student_id"], r["assignment"]): {c: r.get(c) or "" for c in COLUMNS} for r in csv.DictReader(f)}
-
-
 def grades() -> list:
     """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
     if not GRADES.is_file():
@@ -426,14 +394,6 @@ def grades() -> list:
 
     review.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
     return [e for e in map(_entry, read_grades(GRADES).values()) if not lms.is_test_student(e.name)]
-
-
-def write_grades(rows: dict, out: Path) -> None:
-    """Write grades.csv: :data:`COLUMNS`, sorted by student and assignment."""
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows[k] for k in sorted(rows))
 
 
 def _say_what_changed(before: dict, after: dict, regraded: set) -> None:

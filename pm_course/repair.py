@@ -266,3 +266,24 @@ class RestoreCells(Preprocessor):
         for note in NOTES[key]:
             self.log.warning("%s/%s: %s", info.get("student"), info.get("assignment"), note)
         return nb, resources
+
+
+def drop_duplicate_cells(nb) -> list[str]:
+    """Keep the first copy of each graded cell (nbgrader rejects a notebook with one twice); the ids dropped.
+
+    A copy-paste accident would otherwise cost the student the whole notebook.
+    """
+    seen, kept, dropped = set(), [], []
+    for cell in nb.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid is not None and gid in seen:
+            dropped.append(gid)
+            continue
+        seen.add(gid)
+        kept.append(cell)
+    nb.cells = kept
+    return dropped
+
+
+GENERIC = ("There was an error processing", "Traceback", "see the", "Please see")  # nbgrader's words for any failure
+EXCEPTION = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Warning)): (.+)$", re.M)

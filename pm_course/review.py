@@ -252,7 +252,7 @@ def sync() -> list[tuple[str, str]]:
     Rows whose score or written totals changed are rewritten, and their
     students' feedback pages made again; the (student, assignment) pairs changed.
     """
-    from .grade import GRADES, read_grades, write_grades
+    from .grades import GRADES, read_grades, write_grades
 
     rows = read_grades(GRADES)
     if not rows:
@@ -273,7 +273,7 @@ def sync() -> list[tuple[str, str]]:
 
 # --- the review sheet and page -----------------------------------------------------------
 def _graded_students(assignment: str) -> list[str]:
-    from .grade import GRADES, read_grades
+    from .grades import GRADES, read_grades
 
     return sorted(s for (s, a), r in read_grades(GRADES).items() if a == assignment and r["status"] == "graded")
 
@@ -502,7 +502,7 @@ def status() -> str:
     """Per assignment collected: submissions, graded, could not be graded, answers awaiting review."""
     from . import collect as collect_mod
     from . import submissions as submissions_mod
-    from .grade import GRADES, read_grades
+    from .grades import GRADES, read_grades
 
     entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
     if not entries:

@@ -1,0 +1,56 @@
+"""pm_course's modules import each other without a cycle (lazy imports inside functions included).
+
+A cycle works only while every import in it stays lazy; the first one moved to the
+top of a file breaks the tool at start-up. Each concept has its own module (grades.csv
+in ``grades``, notebook repairs in ``repair``), so what reads grades never imports the grader.
+"""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pm_course"
+
+
+def imports() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports, anywhere in it."""
+    graph = {}
+    for path in PACKAGE.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pm_course."):
+                deps.add(node.module.split(".")[1])
+        graph[path.stem] = deps - {path.stem}
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph``, or None."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == "open":
+                return path[path.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep, path + [dep])):
+                return found
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def test_the_check_finds_a_cycle():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_pm_course_has_no_import_cycle():
+    graph = imports()
+    assert {"grade", "collect", "review", "grades"} <= graph.keys()
+    found = cycle(graph)
+    assert found is None, "import cycle: " + " -> ".join(found)
