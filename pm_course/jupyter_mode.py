@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 
 MODES = ("student", "instructor")
+# JupyterLab's "Would you like to receive official Jupyter news?" prompt: a student is not asked
+NEWS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 ETC = Path(sys.prefix) / "etc" / "jupyter"
 
 
@@ -58,6 +60,7 @@ def configure(mode: str, etc: Path = ETC) -> None:
             disabled = {name: True for name in disabled}
         # an explicit False, not a removal: it must win over a lower config level that says True
         disabled[lab_extension()] = student
+        disabled[NEWS_PLUGIN] = student
         data["disabledExtensions"] = disabled
 
     def server(data):

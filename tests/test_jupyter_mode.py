@@ -73,6 +73,7 @@ def server_enabled(folders):
 def test_a_student_has_no_nbgrader_plugin_and_no_nbgrader_server_extension(config):
     etc = config("student")
     assert not [p for p in sorted(shipped_lab_plugins()) if not lab_disabled(p)]
+    assert lab_disabled(jupyter_mode.NEWS_PLUGIN), "a student's JupyterLab asks about Jupyter news"
     enabled = server_enabled(etc)
     assert not [e for e in sorted(shipped_server_extensions()) if enabled.get(e, False)]
 
@@ -80,6 +81,7 @@ def test_a_student_has_no_nbgrader_plugin_and_no_nbgrader_server_extension(confi
 def test_an_instructor_has_every_nbgrader_plugin_and_server_extension(config):
     etc = config("instructor")
     assert not [p for p in sorted(shipped_lab_plugins()) if lab_disabled(p)]
+    assert not lab_disabled(jupyter_mode.NEWS_PLUGIN)
     enabled = server_enabled(etc)
     assert all(enabled.get(e) for e in shipped_server_extensions()), enabled
 
