@@ -140,6 +140,9 @@ WRONG = {
          "if wide is not None:\n    keys += np.sqrt(0.5) * rng.standard_normal((len(means), 1)) * means\nreturn keys"),
         ("sample_noisy_keys", "test-sample", "no noise at all",
          "return np.array(means, dtype=float)"),
+        ("sample_noisy_keys", "test-sample", "uniform noise on [0, 1) (rng.random) instead of a normal draw",
+         "keys = means + np.sqrt(alpha) * rng.random(means.shape)\n"
+         "if wide is not None:\n    keys[wide] += np.sqrt(0.5) * rng.standard_normal() * means[wide]\nreturn keys"),
         ("sample_noisy_keys", "test-sample", "`if wide:` takes key 0 for no wide key",
          "keys = means + np.sqrt(alpha) * rng.standard_normal(means.shape)\n"
          "if wide:\n    keys[wide] += np.sqrt(0.5) * rng.standard_normal() * means[wide]\nreturn keys"),
