@@ -65,10 +65,21 @@ CONFIGS = {
         task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.25),
         n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=1),
     "induction_plain": dict(
-        description="Repeated random segments only: with this seed the model builds induction "
-                    "the other way (a duplicate-token head feeding the queries).",
+        description="Repeated random segments only: without the alternating sequences the model builds "
+                    "induction the other way (a duplicate-token head feeding the queries; chapter 13).",
         task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.0),
         n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=0),
+    # The two above differ in seed and data at once; these two change one of them each (chapter 13).
+    "induction_seed0": dict(
+        description="As `induction` (25% alternating sequences) but with `induction_plain`'s seed (0): "
+                    "the data kept, the seed changed.",
+        task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.25),
+        n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=0),
+    "induction_plain_seed1": dict(
+        description="As `induction_plain` (no alternating sequences) but with `induction`'s seed (1): "
+                    "the data kept, the seed changed.",
+        task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.0),
+        n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=1),
     "copy_back": dict(
         description="Random tokens; predict the token three places back: a purely positional pattern.",
         task="copy_back", data=dict(vocab=20, T=24, k=3),

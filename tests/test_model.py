@@ -53,8 +53,8 @@ def sample(model, n, seed, T=None):
 
 
 def test_the_models_are_shipped_with_cards():
-    assert NAMES == ["copy_back", "copy_marked", "induction", "induction_plain", "plays_1l", "plays_2l",
-                     "plays_2l_spans"]
+    assert NAMES == ["copy_back", "copy_marked", "induction", "induction_plain", "induction_plain_seed1",
+                     "induction_seed0", "plays_1l", "plays_2l", "plays_2l_spans"]
     for name in NAMES:
         card = json.loads((MODELS / f"{name}.json").read_text())
         for key in ("task", "data", "vocab", "n_ctx", "bos", "seed", "steps", "optimiser", "torch", "threads",
