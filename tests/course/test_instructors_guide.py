@@ -44,8 +44,8 @@ def guide_blocks() -> list[list[list[str]]]:
     """The ``pm-course`` commands of each ``bash`` block of the guide, as argument lists, in order."""
     blocks = []
     for body in re.findall(r"^```bash\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.S | re.M):
-        commands = [shlex.split(line, comments=True) for line in body.splitlines()
-                    if line.startswith("pm-course ")]
+        lines = body.replace("\\\n", " ").splitlines()  # a command continued with a backslash is one line
+        commands = [shlex.split(line, comments=True) for line in lines if line.startswith("pm-course ")]
         if commands:
             blocks.append(commands)
     return blocks
