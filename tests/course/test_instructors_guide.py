@@ -95,8 +95,8 @@ def desk(tmp_path_factory, two_assignments):
     shutil.copy(canvas_zips(tmp / "downloads")["03_subspace"], canvas / "submissions.zip")
     # the instructor renamed the assignment in Canvas; the course file's canvas = "..." says so
     canvas_gradebook(canvas / "gradebook.csv")
-    text = (canvas / "gradebook.csv").read_text(encoding="utf-8-sig").replace("03_subspace (502)",
-                                                                              "Exercise 3: Subspace (502)")
+    text = (canvas / "gradebook.csv").read_text(encoding="utf-8-sig")
+    text = text.replace("03_subspace (502)", "HW 3 - Subspace (502)")
     (canvas / "gradebook.csv").write_text(text, encoding="utf-8-sig")
     shutil.copy(moodle_zip(tmp / "downloads"), moodle / "submissions.zip")
     moodle_worksheet(moodle / "worksheet.csv")
@@ -127,7 +127,7 @@ def _expect(step: str, argv: list[str], cwd: Path, course: Path, config: Path, o
         assert len(graded) == 2, rows
     elif step == "export" and "canvas" in argv:
         table = read_csv(course / "export" / "canvas-grades.csv")
-        column = table[0].index("Exercise 3: Subspace (502)")  # the course file's column, not a new one
+        column = table[0].index("HW 3 - Subspace (502)")  # the course file's column, not a new one
         scores = {row[0]: row[column] for row in table[2:]}
         # submitted with Canvas's LATE flag, before the course file's due date: no penalty
         assert scores["Núñez, José"] == "3" and scores["O'Brien, Zoë"] == "0", scores
