@@ -132,7 +132,8 @@ def _print_structure(app, doctree, docname):
     becomes unnumbered front matter; each toctree caption a ``\\part``; each
     page a chapter, numbered by LaTeX as on the site (the number written in
     the site's title is taken out, after checking that they agree); the
-    exercises a part numbered Exercise 1, 2, ...; the solutions (the exercises'
+    exercises a part numbered Exercise 1, 2, ...; the guides ("Using this book") an unnumbered part of
+    unnumbered chapters; the solutions (the exercises'
     and those of the chapters' questions, all folded on the site) an appendix; the back matter appendices, with an unnumbered bibliography.
     """
     if app.builder.format != "latex" or docname != app.config.root_doc:
@@ -161,7 +162,10 @@ def _print_structure(app, doctree, docname):
         docs = [s for s in wrapper.children if isinstance(s, addnodes.start_of_file)]
         exercises = caption == app.config.pm_print_exercises_part
         back = caption == app.config.pm_print_back_matter
-        if back:
+        guides = caption == app.config.pm_print_guides_part
+        if guides:  # the guides: an unnumbered part of unnumbered chapters, not counted as chapters
+            root.append(_latex("\\setcounter{secnumdepth}{-2}\\part{" + caption + "}"))
+        elif back:
             root.append(_latex("\\appendix"))
             if len(appendix) > 1:
                 appendix.insert(1, _latex("\\label{pmsol:appendix}"))
@@ -180,11 +184,13 @@ def _print_structure(app, doctree, docname):
                 exercise_no += 1
                 _strip_number(chapter, _EXERCISE_NUMBER, exercise_no, doc["docname"])
                 _move_solutions(chapter, doc["docname"], exercise_no, appendix)
-            elif not back and chapter is not None:
+            elif not back and not guides and chapter is not None:
                 chapter_no += 1
                 _strip_number(chapter, _CHAPTER_NUMBER, chapter_no, doc["docname"])
                 _move_check_solutions(chapter, doc["docname"], chapter_no, appendix)
             root.append(doc)
+        if guides:
+            root.append(_latex("\\setcounter{secnumdepth}{0}"))
 
 
 def _ancestors(node):
@@ -197,6 +203,7 @@ def setup(app):
     app.add_config_value("pm_print_intro_title", "About this book", "")
     app.add_config_value("pm_print_exercises_part", "Exercises", "")
     app.add_config_value("pm_print_back_matter", "Back matter", "")
+    app.add_config_value("pm_print_guides_part", "Using this book", "")
     app.add_config_value("pm_print_bibliography", "bibliography", "")
     app.connect("doctree-resolved", _print_structure)
     app.set_html_assets_policy("always")

@@ -9,7 +9,7 @@ from .course import BIN, COURSE, ROOT
 
 # what the course edition copies from the repository
 KEEP = ("_config.yml", "_toc.yml", "intro.md", "bibliography.md", "references.bib", "chapters", "_static", "_ext",
-        "api.md")
+        "api.md", "guides")
 
 
 def book() -> None:

@@ -183,7 +183,7 @@ def template(names: list[str] | None = None) -> str:
     names = assignment_names() if names is None else names
     lines = [
         "# The course file of pm-course: what the LMS cannot tell it. Every key is optional;",
-        "# an unknown key or assignment is an error. (pm-course --help; README: Running a course)",
+        "# an unknown key or assignment is an error. (pm-course --help; guides/instructors.md: For instructors)",
         "",
         "# Due dates and the LMS's submission times are read in this time zone (a tz database name).",
         '# timezone = "America/Chicago"',
