@@ -38,6 +38,10 @@ from .course import (COURSE, CourseError, api, expected_notebooks, max_points, s
 GRADED_HASHES = COURSE / "graded.json"  # what each notebook was when last graded, so that grade skips it unchanged
 
 
+GENERIC = ("There was an error processing", "Traceback", "see the", "Please see")  # nbgrader's words for any failure
+EXCEPTION = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Warning)): (.+)$", re.M)
+
+
 def _why(log: str) -> str:
     """A short reason from nbgrader's log of a failed autograde: the cause, not "There was an error processing".
 

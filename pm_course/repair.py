@@ -283,7 +283,3 @@ def drop_duplicate_cells(nb) -> list[str]:
         kept.append(cell)
     nb.cells = kept
     return dropped
-
-
-GENERIC = ("There was an error processing", "Traceback", "see the", "Please see")  # nbgrader's words for any failure
-EXCEPTION = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Warning)): (.+)$", re.M)

@@ -559,7 +559,8 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
         grades[jobs] = (tmp_path / f"course{jobs}" / "grades.csv").read_text()
     assert grades["1"] == grades["2"]
     assert grades["1"].count(f"{NAME},graded,,3,3") == 2 and grades["1"].count(f"{NAME},graded,lost points: test-proj 0/3,0,3") == 2
-    assert "s1,05_two_heads,graded,,6,6" in grades["1"], grades["1"]
+    # its 6 autograded points of 8; the written answer (2 points) awaits review
+    assert "s1,05_two_heads,graded,lost points: why-fail not reviewed yet,6,8" in grades["1"], grades["1"]
     assert "s2,05_two_heads,could not be graded,not a notebook" in grades["1"], grades["1"]
 
 
