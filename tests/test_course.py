@@ -188,7 +188,7 @@ def test_grading_end_to_end(course, tmp_path):
         "hal_flood": full - 1,       # the same, printing all the while: still only that check
         "di_syntax": full - 2,       # copy_query never defined: only its own check fails
         "ed_exception": full - 1,    # attend raises: its own check fails, and nothing else (judged on its own)
-        "fay_deleted": full - 2,     # a deleted check scores nothing; the checks after it stand alone
+        "fay_deleted": full,         # the deleted check is put back from the source (with a note) and passes
         "gus_duplicated": full,      # the duplicate is dropped; the solutions are complete
     }
     got = {s: score.get((s, "01_copying")) for s in expected}
