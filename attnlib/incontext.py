@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import paths
 from .metrics import head_scores
 from .text import text_tokens
 
@@ -47,7 +48,7 @@ def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.nd
     return np.concatenate([np.full((n, 1), model.bos), np.tile(segments, copies)], axis=1).astype(np.int64)
 
 
-def induction_scores(model, tokens, ablate=()) -> dict:
+def induction_scores(model, tokens, ablate=(), edges=()) -> dict:
     """Every head's previous-token and prefix-matching scores on repeated sequences.
 
     Parameters
@@ -56,6 +57,9 @@ def induction_scores(model, tokens, ablate=()) -> dict:
         BOS then a segment repeated (:func:`repeated_random`).
     ablate : collection of (layer, head)
         Heads dropped from the model while measuring (``Model.trace``).
+    edges : collection of attnlib.paths.Edge
+        Paths cut while measuring (:func:`attnlib.paths.trace`), e.g. one
+        layer-0 head removed from one layer-1 head's keys only.
 
     Returns
     -------
@@ -65,7 +69,7 @@ def induction_scores(model, tokens, ablate=()) -> dict:
         occurrence of the current token (queries in the repeats).
     """
     tokens = np.asarray(tokens)
-    patterns = model.trace(tokens, ablate=ablate).patterns  # per layer: (n, n_heads, T, T)
+    patterns = _trace(model, tokens, ablate, edges).patterns  # per layer: (n, n_heads, T, T)
     T = tokens.shape[-1]
     mask = np.broadcast_to(np.arange(T) >= 1, tokens.shape)  # not BOS
     scores = [head_scores(A, tokens, mask) for A in patterns]
@@ -91,8 +95,15 @@ def attention_to_previous(pattern) -> np.ndarray:
     return pattern[..., rows, rows - 1].mean(axis=(0, -1))
 
 
-def token_losses(model, tokens, targets, batch: int = 32, ablate=()) -> np.ndarray:
-    """Cross-entropy (nats) of every prediction.
+def _trace(model, tokens, ablate, edges):
+    """``Model.trace``, or :func:`attnlib.paths.trace` when paths are cut (``ablate`` then adds its edges)."""
+    if not len(edges):
+        return model.trace(tokens, ablate=ablate)
+    return paths.trace(model, tokens, list(edges) + paths.residual(model, model._ablation(ablate)))
+
+
+def token_losses(model, tokens, targets, batch: int = 32, ablate=(), edges=()) -> np.ndarray:
+    """Cross-entropy (nats) of every prediction (``ablate``, ``edges``: as :func:`induction_scores`).
 
     Returns
     -------
@@ -100,14 +111,14 @@ def token_losses(model, tokens, targets, batch: int = 32, ablate=()) -> np.ndarr
     """
     out = []
     for i in range(0, len(tokens), batch):
-        logits = model.forward(tokens[i:i + batch], ablate=ablate)  # (b, T, vocab)
+        logits = _trace(model, tokens[i:i + batch], ablate, edges).logits  # (b, T, vocab)
         logits = logits - logits.max(axis=-1, keepdims=True)
         logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
         out.append(-np.take_along_axis(logp, targets[i:i + batch, :, None], axis=-1)[..., 0])
     return np.concatenate(out)
 
 
-def repeat_losses(model, tokens, ablate=()) -> np.ndarray:
+def repeat_losses(model, tokens, ablate=(), edges=()) -> np.ndarray:
     """Mean loss on each copy of repeated sequences (the first copy is unpredictable).
 
     Returns
@@ -117,7 +128,7 @@ def repeat_losses(model, tokens, ablate=()) -> np.ndarray:
         copy's first token, predicted from BOS, included).
     """
     tokens = np.asarray(tokens)
-    losses = token_losses(model, tokens[:, :-1], tokens[:, 1:], ablate=ablate)  # (n, T - 1)
+    losses = token_losses(model, tokens[:, :-1], tokens[:, 1:], ablate=ablate, edges=edges)  # (n, T - 1)
     L = _segment(tokens)
     copies = (tokens.shape[1] - 1) // L
     return losses[:, :copies * L].reshape(len(tokens), copies, L).mean(axis=(0, 2))
@@ -154,6 +165,71 @@ def in_context_score(losses) -> float:
     early = losses[..., int(EARLY[0] * T):int(EARLY[1] * T)].mean()
     late = losses[..., int(LATE[0] * T):int(LATE[1] * T)].mean()
     return round(float(late - early), 12)
+
+
+def in_context_by_window(losses) -> np.ndarray:
+    """Each window's late-minus-early loss: their mean is :func:`in_context_score`.
+
+    Parameters
+    ----------
+    losses : (n, T) ndarray
+        Per-token losses on text windows (``token_losses``).
+
+    Returns
+    -------
+    (n,) ndarray
+
+    Examples
+    --------
+    >>> in_context_by_window(np.linspace(5.0, 4.0, 100)[None]).round(3)
+    array([-0.8])
+    """
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 2:
+        raise ValueError(f"losses must be (n windows, T), got shape {losses.shape}")
+    T = losses.shape[-1]
+    early = losses[:, int(EARLY[0] * T):int(EARLY[1] * T)].mean(axis=-1)
+    late = losses[:, int(LATE[0] * T):int(LATE[1] * T)].mean(axis=-1)
+    return late - early
+
+
+def in_context_interval(by_window, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """The in-context score with a bootstrap interval over windows.
+
+    Windows are resampled with replacement ``n_boot`` times; the score's
+    spread across resamples is what another draw of as many windows would
+    plausibly give. Two scores whose intervals overlap widely are not told
+    apart by these windows.
+
+    Parameters
+    ----------
+    by_window : (n,) array_like
+        Each window's late-minus-early loss (:func:`in_context_by_window`).
+
+    Returns
+    -------
+    dict
+        ``"score"`` (the mean), ``"sd"`` (bootstrap standard deviation),
+        ``"low"``, ``"high"`` (the central ``level`` interval) and
+        ``"windows"`` (``n``).
+
+    Examples
+    --------
+    >>> r = in_context_interval(np.random.default_rng(0).normal(-0.1, 1.0, 400))
+    >>> r["windows"], round(r["sd"], 2), r["low"] < r["score"] < r["high"]
+    (400, 0.05, True)
+    """
+    x = np.asarray(by_window, dtype=np.float64)
+    if x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"by_window must be one score per window (at least 2), got shape {x.shape}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)  # (n_boot,)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return {"score": float(x.mean()), "sd": float(means.std()), "low": float(low), "high": float(high),
+            "windows": len(x)}
 
 
 def repeat_spans(windows, rng, share: float, min_len: int, max_len: int) -> np.ndarray:
