@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import paths
+from .metrics import attention_to_previous as _attention_to_previous
 from .metrics import head_scores
 from .text import text_tokens
 
@@ -48,7 +49,7 @@ def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.nd
     return np.concatenate([np.full((n, 1), model.bos), np.tile(segments, copies)], axis=1).astype(np.int64)
 
 
-def induction_scores(model, tokens, ablate=(), edges=()) -> dict:
+def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "last") -> dict:
     """Every head's previous-token and prefix-matching scores on repeated sequences.
 
     Parameters
@@ -61,38 +62,107 @@ def induction_scores(model, tokens, ablate=(), edges=()) -> dict:
         Paths cut while measuring (:func:`attnlib.paths.trace`), e.g. one
         layer-0 head removed from one layer-1 head's keys only.
 
+    occurrences : {"last", "all"}
+        Which earlier occurrences of the current token count for
+        ``"prefix"``: the most recent one only (the default), or every one.
+
     Returns
     -------
     dict of str to (n_layers, n_heads) ndarray
-        ``"previous"``: mean weight on the previous position (every query
-        after BOS); ``"prefix"``: mean weight on the token after the earlier
-        occurrence of the current token (queries in the repeats).
+        ``"previous"``: mean weight on the previous position (queries from
+        position 2: :func:`attention_to_previous`); ``"prefix"``: mean
+        weight on the token after the earlier occurrence of the current
+        token (queries in the repeats).
+
+    Notes
+    -----
+    In the third copy of a :func:`repeated_random` sequence a token has two
+    earlier occurrences. By default only the token after the *most recent*
+    one counts (``metrics.head_scores``, as for the toy models' cards): one
+    target per query, the one a head that copies the nearest repeat picks.
+    A head that splits its weight between the two copies then scores lower
+    than with ``occurrences="all"``, which sums the weight on the tokens
+    after every earlier occurrence (as TransformerLens-style scores do).
     """
     tokens = np.asarray(tokens)
+    if occurrences not in ("last", "all"):
+        raise ValueError(f"occurrences must be 'last' or 'all', got {occurrences!r}")
     patterns = _trace(model, tokens, ablate, edges).patterns  # per layer: (n, n_heads, T, T)
     T = tokens.shape[-1]
     mask = np.broadcast_to(np.arange(T) >= 1, tokens.shape)  # not BOS
-    scores = [head_scores(A, tokens, mask) for A in patterns]
+    if occurrences == "last":
+        prefix = [head_scores(A, tokens, mask)["induction"] for A in patterns]
+    else:
+        prefix = [_after_any_earlier(A, tokens, mask) for A in patterns]
     previous = [attention_to_previous(A) for A in patterns]
-    return {"previous": np.stack(previous), "prefix": np.stack([s["induction"] for s in scores])}
+    return {"previous": np.stack(previous), "prefix": np.stack(prefix)}
 
 
-def attention_to_previous(pattern) -> np.ndarray:
-    """Mean weight each head puts on the position just before the query (queries from position 2 on).
+def _after_any_earlier(pattern, tokens, mask) -> np.ndarray:
+    """Mean total weight on the tokens after every earlier occurrence of the query's token, per head."""
+    T = tokens.shape[-1]
+    t, k = np.arange(T)[:, None], np.arange(T)[None, :]
+    prev_tok = np.concatenate([np.full(tokens.shape[:-1] + (1,), -1), tokens[..., :-1]], axis=-1)  # token at k - 1
+    target = (prev_tok[..., None, :] == tokens[..., :, None]) & (k >= 1) & (k <= t)  # (..., T, T)
+    has = mask & target.any(axis=-1)  # queries with an earlier occurrence
+    weight = (pattern * target[..., None, :, :]).sum(axis=-1)  # (..., n_heads, T)
+    return np.moveaxis(weight, -2, 0)[:, has].mean(axis=-1)
 
-    Position 1's previous position is BOS, where many heads rest; it is left out.
+
+def untrained_scores(name, tokens) -> dict:
+    """:func:`induction_scores` of a shipped model at step 0 of its training: what the scores are by chance.
+
+    The untrained model has the trained one's architecture, positions and
+    BOS but no learned weights, so its heads' scores are what an
+    unspecialised head gets on the same sequences (a head that spreads its
+    weight over the ``t`` keys of query ``t`` puts about ``1/t`` on each).
+    A trained head matches prefixes *above chance* only if its score is
+    above the largest of these.
 
     Parameters
     ----------
-    pattern : (n, n_heads, T, T) ndarray
+    name : str
+        A shipped model kept with its checkpoints (``attnlib.model.checkpoints``).
+    tokens : (n, T) ndarray of int
+        The sequences the trained model is measured on.
+
+    Returns
+    -------
+    dict of str to (n_layers, n_heads) ndarray
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> seqs = repeated_random(load("plays_2l"), n=4)
+    >>> bool(untrained_scores("plays_2l", seqs)["prefix"].max() < 0.1)
+    True
+    """
+    from .model import checkpoints
+
+    steps = checkpoints(name)
+    if 0 not in steps:
+        raise ValueError(f"model {name!r} was not kept at step 0: its checkpoints are {list(steps)}")
+    return induction_scores(steps[0], tokens)
+
+
+def attention_to_previous(pattern, first: int = 2) -> np.ndarray:
+    """Mean weight each head puts on the position just before the query (queries from position ``first`` on).
+
+    :func:`attnlib.metrics.attention_to_previous` with another default:
+    position 1's previous position is BOS, where many heads rest whatever
+    they do elsewhere, so it is left out here. ``metrics.head_scores`` (the
+    toy models' cards, chapters 12-13) keeps it (``first=1``); the two agree
+    for the same ``first``.
+
+    Parameters
+    ----------
+    pattern : (..., n_heads, T, T) ndarray
 
     Returns
     -------
     (n_heads,) ndarray
     """
-    T = pattern.shape[-1]
-    rows = np.arange(2, T)
-    return pattern[..., rows, rows - 1].mean(axis=(0, -1))
+    return _attention_to_previous(pattern, first)
 
 
 def _trace(model, tokens, ablate, edges):
