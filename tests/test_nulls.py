@@ -107,3 +107,13 @@ def test_prefix_scores_count_the_last_or_every_earlier_occurrence():
     every = incontext._after_any_earlier(A, tokens, mask)
     # queries with an earlier occurrence: 3, 4, 5, 6; only query 6 puts weight after one
     assert last[0] == pytest.approx(0.5 / 4) and every[0] == pytest.approx(1.0 / 4)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: composition_null("x", 8, 4), "kind must be one of"),
+    (lambda: composition_null("k", 8, 4, samples=0), "samples"),
+    (lambda: composition_null("k", 8, 4, seed=-1), "seed"),
+])
+def test_composition_null_refuses_bad_input(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
