@@ -27,7 +27,10 @@ from .metrics import head_scores
 from .text import text_tokens
 
 EARLY, LATE = (0.05, 0.15), (0.85, 1.0)
-"""The parts of a window (as fractions of its length) whose losses :func:`in_context_score` compares."""
+"""The parts of a window (as fractions of its length) whose losses :func:`in_context_score` compares.
+
+Each part is the slice ``int(a * T):int(b * T)``: in windows of 64, positions
+3 to 8 (the slice ``3:9``) early and 54 to 63 late."""
 
 
 def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.ndarray:

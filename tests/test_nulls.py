@@ -117,3 +117,15 @@ def test_prefix_scores_count_the_last_or_every_earlier_occurrence():
 def test_composition_null_refuses_bad_input(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_the_in_context_parts_of_a_window_of_64_are_as_documented():
+    """EARLY and LATE in windows of 64: positions 3 to 8 (the slice 3:9) and 54 to 63."""
+    losses = np.zeros((1, 64))
+    losses[0, 3:9] = 1.0  # early part only
+    assert incontext.in_context_score(losses) == -1.0
+    losses = np.zeros((1, 64))
+    losses[0, 54:] = 1.0  # late part only
+    assert incontext.in_context_score(losses) == 1.0
+    losses[0, [2, 9, 53]] = 5.0  # next to the parts: not counted
+    assert incontext.in_context_score(losses) == 1.0
