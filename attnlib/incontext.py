@@ -73,7 +73,7 @@ def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "las
     -------
     dict of str to (n_layers, n_heads) ndarray
         ``"previous"``: mean weight on the previous position (queries from
-        position 2: :func:`attention_to_previous`); ``"prefix"``: mean
+        position 2: ``attention_to_previous``); ``"prefix"``: mean
         weight on the token after the earlier occurrence of the current
         token (queries in the repeats).
 
