@@ -275,3 +275,84 @@ def composition_baseline(kind: str, d_model: int, d_head: int, samples: int = 20
     later = random_weights(d_model, samples, seed=rng, d_head=d_head)
     earlier = random_weights(d_model, samples, seed=rng, d_head=d_head)
     return float(_score(kind, later, earlier, pairs=False).mean())
+
+
+# --- nulls: what random weights give (compare a score with these, not with 0) ---
+
+def composition_null(kind: str, d_model: int, d_head: int, samples: int = 200, seed=0) -> np.ndarray:
+    """:func:`composition_score` of ``samples`` pairs of random heads: the score's spread by chance.
+
+    The same random heads as :func:`composition_baseline` (whose value is
+    this sample's mean, for the same ``samples`` and ``seed``). A pair of
+    trained heads composes *above chance* only if its score is above most of
+    this sample (e.g. its 95th percentile), not merely above its mean.
+
+    Returns
+    -------
+    (samples,) ndarray
+
+    Examples
+    --------
+    >>> null = composition_null("k", 64, 16, samples=50)
+    >>> null.shape, bool(np.isclose(null.mean(), composition_baseline("k", 64, 16, samples=50)))
+    ((50,), True)
+    """
+    rng = np.random.default_rng(check_seed(seed))
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {sorted(_KINDS)}, got {kind!r}")
+    samples = check_positive_int(samples, "samples")
+    later = random_weights(d_model, samples, seed=rng, d_head=d_head)  # drawn as composition_baseline does
+    earlier = random_weights(d_model, samples, seed=rng, d_head=d_head)
+    return _score(kind, later, earlier, pairs=False)
+
+
+def copying_null(model, n: int = 200, seed=0, layer: int = 0, tokens=None) -> np.ndarray:
+    """Copying scores of random OV circuits read through the model's own ``W_E`` and ``W_U``.
+
+    A head's copying score (:func:`copying_score` of ``W_E W^M W_U``) is
+    not about 0 by default when the embeddings themselves correlate (``W_U``
+    close to ``W_Eᵀ`` makes even a random ``W^M`` lean one way). This draws
+    ``n`` heads with random ``W_V``, ``W_O`` of the layer's ``d_head``
+    (:func:`~attnlib.weights.random_weights`) and scores each through the
+    model's embeddings: a trained head copies *above chance* only if its
+    score is above most of this sample.
+
+    Parameters
+    ----------
+    model : Model
+        Anything with ``W_E`` (vocab, d_model), ``W_U`` (d_model, vocab) and ``layers``.
+    n : int
+        Number of random heads.
+    seed : int or numpy.random.Generator
+    layer : int
+        Whose ``d_head`` the random heads take.
+    tokens : (k,) array_like of int, optional
+        The tokens the circuit is read over; default every token but the
+        model's BOS and its tokenizer's unknown token (``text.text_tokens``
+        for a model of text).
+
+    Returns
+    -------
+    (n,) ndarray
+        In ``[-1, 1]``.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> null = copying_null(load("copy_back"), n=100)
+    >>> null.shape, bool(abs(null.mean()) < 0.2)
+    ((100,), True)
+    """
+    n = check_positive_int(n, "n")
+    if not 0 <= layer < len(model.layers):
+        raise ValueError(f"layer must be in 0 .. {len(model.layers) - 1}, got {layer}")
+    vocab = model.W_E.shape[0]
+    if tokens is None:
+        tok = getattr(model, "tokenizer", None)
+        skip = {getattr(model, "bos", None), getattr(tok, "unk", None) if tok is not None else None}
+        tokens = [i for i in range(vocab) if i not in skip]
+    ids = np.asarray(tokens)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) < 2 or ids.min() < 0 or ids.max() >= vocab:
+        raise ValueError(f"tokens must be at least 2 token ids in 0 .. {vocab - 1}, got {tokens!r}")
+    w = random_weights(model.W_E.shape[1], n, seed=check_seed(seed), d_head=model.layers[layer].d_head)
+    return copying_score(full_ov_circuit(model.W_E[ids], w, model.W_U[:, ids]))

@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import paths
+from .metrics import attention_to_previous as _attention_to_previous
 from .metrics import head_scores
 from .text import text_tokens
 
 EARLY, LATE = (0.05, 0.15), (0.85, 1.0)
-"""The parts of a window (as fractions of its length) whose losses :func:`in_context_score` compares."""
+"""The parts of a window (as fractions of its length) whose losses :func:`in_context_score` compares.
+
+Each part is the slice ``int(a * T):int(b * T)``: in windows of 64, positions
+3 to 8 (the slice ``3:9``) early and 54 to 63 late."""
 
 
 def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.ndarray:
@@ -47,7 +52,7 @@ def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.nd
     return np.concatenate([np.full((n, 1), model.bos), np.tile(segments, copies)], axis=1).astype(np.int64)
 
 
-def induction_scores(model, tokens, ablate=()) -> dict:
+def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "last") -> dict:
     """Every head's previous-token and prefix-matching scores on repeated sequences.
 
     Parameters
@@ -56,43 +61,122 @@ def induction_scores(model, tokens, ablate=()) -> dict:
         BOS then a segment repeated (:func:`repeated_random`).
     ablate : collection of (layer, head)
         Heads dropped from the model while measuring (``Model.trace``).
+    edges : collection of attnlib.paths.Edge
+        Paths cut while measuring (:func:`attnlib.paths.trace`), e.g. one
+        layer-0 head removed from one layer-1 head's keys only.
+
+    occurrences : {"last", "all"}
+        Which earlier occurrences of the current token count for
+        ``"prefix"``: the most recent one only (the default), or every one.
 
     Returns
     -------
     dict of str to (n_layers, n_heads) ndarray
-        ``"previous"``: mean weight on the previous position (every query
-        after BOS); ``"prefix"``: mean weight on the token after the earlier
-        occurrence of the current token (queries in the repeats).
+        ``"previous"``: mean weight on the previous position (queries from
+        position 2: ``attention_to_previous``); ``"prefix"``: mean
+        weight on the token after the earlier occurrence of the current
+        token (queries in the repeats).
+
+    Notes
+    -----
+    In the third copy of a :func:`repeated_random` sequence a token has two
+    earlier occurrences. By default only the token after the *most recent*
+    one counts (``metrics.head_scores``, as for the toy models' cards): one
+    target per query, the one a head that copies the nearest repeat picks.
+    A head that splits its weight between the two copies then scores lower
+    than with ``occurrences="all"``, which sums the weight on the tokens
+    after every earlier occurrence (as TransformerLens-style scores do).
     """
     tokens = np.asarray(tokens)
-    patterns = model.trace(tokens, ablate=ablate).patterns  # per layer: (n, n_heads, T, T)
+    if occurrences not in ("last", "all"):
+        raise ValueError(f"occurrences must be 'last' or 'all', got {occurrences!r}")
+    patterns = _trace(model, tokens, ablate, edges).patterns  # per layer: (n, n_heads, T, T)
     T = tokens.shape[-1]
     mask = np.broadcast_to(np.arange(T) >= 1, tokens.shape)  # not BOS
-    scores = [head_scores(A, tokens, mask) for A in patterns]
+    if occurrences == "last":
+        prefix = [head_scores(A, tokens, mask)["induction"] for A in patterns]
+    else:
+        prefix = [_after_any_earlier(A, tokens, mask) for A in patterns]
     previous = [attention_to_previous(A) for A in patterns]
-    return {"previous": np.stack(previous), "prefix": np.stack([s["induction"] for s in scores])}
+    return {"previous": np.stack(previous), "prefix": np.stack(prefix)}
 
 
-def attention_to_previous(pattern) -> np.ndarray:
-    """Mean weight each head puts on the position just before the query (queries from position 2 on).
+def _after_any_earlier(pattern, tokens, mask) -> np.ndarray:
+    """Mean total weight on the tokens after every earlier occurrence of the query's token, per head."""
+    T = tokens.shape[-1]
+    t, k = np.arange(T)[:, None], np.arange(T)[None, :]
+    prev_tok = np.concatenate([np.full(tokens.shape[:-1] + (1,), -1), tokens[..., :-1]], axis=-1)  # token at k - 1
+    target = (prev_tok[..., None, :] == tokens[..., :, None]) & (k >= 1) & (k <= t)  # (..., T, T)
+    has = mask & target.any(axis=-1)  # queries with an earlier occurrence
+    weight = (pattern * target[..., None, :, :]).sum(axis=-1)  # (..., n_heads, T)
+    return np.moveaxis(weight, -2, 0)[:, has].mean(axis=-1)
 
-    Position 1's previous position is BOS, where many heads rest; it is left out.
+
+def untrained_scores(name, tokens) -> dict:
+    """:func:`induction_scores` of a shipped model at step 0 of its training: what the scores are by chance.
+
+    The untrained model has the trained one's architecture, positions and
+    BOS but no learned weights, so its heads' scores are what an
+    unspecialised head gets on the same sequences (a head that spreads its
+    weight over the ``t`` keys of query ``t`` puts about ``1/t`` on each).
+    A trained head matches prefixes *above chance* only if its score is
+    above the largest of these.
 
     Parameters
     ----------
-    pattern : (n, n_heads, T, T) ndarray
+    name : str
+        A shipped model kept with its checkpoints (``attnlib.model.checkpoints``).
+    tokens : (n, T) ndarray of int
+        The sequences the trained model is measured on.
+
+    Returns
+    -------
+    dict of str to (n_layers, n_heads) ndarray
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> seqs = repeated_random(load("plays_2l"), n=4)
+    >>> bool(untrained_scores("plays_2l", seqs)["prefix"].max() < 0.1)
+    True
+    """
+    from .model import checkpoints
+
+    steps = checkpoints(name)
+    if 0 not in steps:
+        raise ValueError(f"model {name!r} was not kept at step 0: its checkpoints are {list(steps)}")
+    return induction_scores(steps[0], tokens)
+
+
+def attention_to_previous(pattern, first: int = 2) -> np.ndarray:
+    """Mean weight each head puts on the position just before the query (queries from position ``first`` on).
+
+    :func:`attnlib.metrics.attention_to_previous` with another default:
+    position 1's previous position is BOS, where many heads rest whatever
+    they do elsewhere, so it is left out here. ``metrics.head_scores`` (the
+    toy models' cards, chapters 12-13) keeps it (``first=1``); the two agree
+    for the same ``first``.
+
+    Parameters
+    ----------
+    pattern : (..., n_heads, T, T) ndarray
 
     Returns
     -------
     (n_heads,) ndarray
     """
-    T = pattern.shape[-1]
-    rows = np.arange(2, T)
-    return pattern[..., rows, rows - 1].mean(axis=(0, -1))
+    return _attention_to_previous(pattern, first)
 
 
-def token_losses(model, tokens, targets, batch: int = 32, ablate=()) -> np.ndarray:
-    """Cross-entropy (nats) of every prediction.
+def _trace(model, tokens, ablate, edges):
+    """``Model.trace``, or :func:`attnlib.paths.trace` when paths are cut (``ablate`` then adds its edges)."""
+    if not len(edges):
+        return model.trace(tokens, ablate=ablate)
+    return paths.trace(model, tokens, list(edges) + paths.residual(model, model._ablation(ablate)))
+
+
+def token_losses(model, tokens, targets, batch: int = 32, ablate=(), edges=()) -> np.ndarray:
+    """Cross-entropy (nats) of every prediction (``ablate``, ``edges``: as :func:`induction_scores`).
 
     Returns
     -------
@@ -100,14 +184,14 @@ def token_losses(model, tokens, targets, batch: int = 32, ablate=()) -> np.ndarr
     """
     out = []
     for i in range(0, len(tokens), batch):
-        logits = model.forward(tokens[i:i + batch], ablate=ablate)  # (b, T, vocab)
+        logits = _trace(model, tokens[i:i + batch], ablate, edges).logits  # (b, T, vocab)
         logits = logits - logits.max(axis=-1, keepdims=True)
         logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
         out.append(-np.take_along_axis(logp, targets[i:i + batch, :, None], axis=-1)[..., 0])
     return np.concatenate(out)
 
 
-def repeat_losses(model, tokens, ablate=()) -> np.ndarray:
+def repeat_losses(model, tokens, ablate=(), edges=()) -> np.ndarray:
     """Mean loss on each copy of repeated sequences (the first copy is unpredictable).
 
     Returns
@@ -117,7 +201,7 @@ def repeat_losses(model, tokens, ablate=()) -> np.ndarray:
         copy's first token, predicted from BOS, included).
     """
     tokens = np.asarray(tokens)
-    losses = token_losses(model, tokens[:, :-1], tokens[:, 1:], ablate=ablate)  # (n, T - 1)
+    losses = token_losses(model, tokens[:, :-1], tokens[:, 1:], ablate=ablate, edges=edges)  # (n, T - 1)
     L = _segment(tokens)
     copies = (tokens.shape[1] - 1) // L
     return losses[:, :copies * L].reshape(len(tokens), copies, L).mean(axis=(0, 2))
@@ -154,6 +238,71 @@ def in_context_score(losses) -> float:
     early = losses[..., int(EARLY[0] * T):int(EARLY[1] * T)].mean()
     late = losses[..., int(LATE[0] * T):int(LATE[1] * T)].mean()
     return round(float(late - early), 12)
+
+
+def in_context_by_window(losses) -> np.ndarray:
+    """Each window's late-minus-early loss: their mean is :func:`in_context_score`.
+
+    Parameters
+    ----------
+    losses : (n, T) ndarray
+        Per-token losses on text windows (``token_losses``).
+
+    Returns
+    -------
+    (n,) ndarray
+
+    Examples
+    --------
+    >>> in_context_by_window(np.linspace(5.0, 4.0, 100)[None]).round(3)
+    array([-0.8])
+    """
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 2:
+        raise ValueError(f"losses must be (n windows, T), got shape {losses.shape}")
+    T = losses.shape[-1]
+    early = losses[:, int(EARLY[0] * T):int(EARLY[1] * T)].mean(axis=-1)
+    late = losses[:, int(LATE[0] * T):int(LATE[1] * T)].mean(axis=-1)
+    return late - early
+
+
+def in_context_interval(by_window, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """The in-context score with a bootstrap interval over windows.
+
+    Windows are resampled with replacement ``n_boot`` times; the score's
+    spread across resamples is what another draw of as many windows would
+    plausibly give. Two scores whose intervals overlap widely are not told
+    apart by these windows.
+
+    Parameters
+    ----------
+    by_window : (n,) array_like
+        Each window's late-minus-early loss (:func:`in_context_by_window`).
+
+    Returns
+    -------
+    dict
+        ``"score"`` (the mean), ``"sd"`` (bootstrap standard deviation),
+        ``"low"``, ``"high"`` (the central ``level`` interval) and
+        ``"windows"`` (``n``).
+
+    Examples
+    --------
+    >>> r = in_context_interval(np.random.default_rng(0).normal(-0.1, 1.0, 400))
+    >>> r["windows"], round(r["sd"], 2), r["low"] < r["score"] < r["high"]
+    (400, 0.05, True)
+    """
+    x = np.asarray(by_window, dtype=np.float64)
+    if x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"by_window must be one score per window (at least 2), got shape {x.shape}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)  # (n_boot,)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return {"score": float(x.mean()), "sd": float(means.std()), "low": float(low), "high": float(high),
+            "windows": len(x)}
 
 
 def repeat_spans(windows, rng, share: float, min_len: int, max_len: int) -> np.ndarray:

@@ -95,13 +95,47 @@ def attention_to(pattern, source, mask) -> np.ndarray:
     return picked[:, mask].mean(axis=-1)
 
 
+def attention_to_previous(pattern, first: int = 1) -> np.ndarray:
+    """Mean weight each head puts on the position just before the query, over queries ``first`` .. ``T - 1``.
+
+    :func:`head_scores` uses ``first=1`` (every query that has a previous
+    position: the toy models' cards); :func:`attnlib.incontext.induction_scores`
+    uses ``first=2``, leaving out query 1, whose previous position is BOS,
+    where many heads rest whatever they do elsewhere.
+
+    Parameters
+    ----------
+    pattern : (..., n_heads, T, T) ndarray
+    first : int
+        The first query position counted (at least 1).
+
+    Returns
+    -------
+    (n_heads,) ndarray
+
+    Examples
+    --------
+    >>> A = np.tri(4)[None] / np.arange(1, 5)[:, None]   # one head, uniform causal
+    >>> attention_to_previous(A).round(3), attention_to_previous(A, first=2).round(3)
+    (array([0.361]), array([0.292]))
+    """
+    pattern = np.asarray(pattern)
+    T = pattern.shape[-1]
+    if not 1 <= first < T:
+        raise ValueError(f"first must be a query position from 1 to T - 1 = {T - 1}, got {first}")
+    rows = np.arange(first, T)
+    picked = pattern[..., rows, rows - 1]  # (..., n_heads, T - first)
+    return np.moveaxis(picked, -2, 0).reshape(picked.shape[-2], -1).mean(axis=-1)
+
+
 def head_scores(pattern, tokens, mask) -> dict:
     """Three standard readings of every head on sequences with repeats.
 
     ``previous``: weight on the previous token; ``duplicate``: weight on the
     earlier occurrence of the current token; ``induction``: weight on the
     token *after* that earlier occurrence. Queries are those in ``mask``
-    (``previous`` uses every position after the first).
+    (``previous`` uses every position after the first:
+    :func:`attention_to_previous` with ``first=1``).
 
     Returns
     -------
