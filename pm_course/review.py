@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import html
+import io
 import json
 import math
 import re
@@ -409,7 +410,7 @@ def _read_sheet(path: Path) -> tuple[list[str], list[dict]]:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise CourseError(f"{path}: not UTF-8 text (byte {err.start}); save the sheet as CSV UTF-8") from None
-    reader = csv.DictReader(text.splitlines())
+    reader = csv.DictReader(io.StringIO(text))  # not splitlines(): an answer's own lines stay in its cell
     columns = [c.strip() for c in reader.fieldnames or []]
     reader.fieldnames = columns
     missing = [c for c in ("student_id", "cell", "points") if c not in columns]

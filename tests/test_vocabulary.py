@@ -29,49 +29,9 @@ AFTER = [
 OTHER_TEXT = re.compile(r"circuits paper|Elhage|TransformerLens|hook_pattern", re.I)
 QUOTED = re.compile(r"\*attention pattern\*|\"attention pattern\"|attention pattern", re.I)
 
-# Chapters 10-15 and exercises 2-7 are not this change's to edit: they still say
-# "pattern" for the attention weights A_i. Each entry is (notebook, the words
-# around the occurrence); the coordinator fixes them after merging and then
-# deletes the entry (a stale entry fails the test below).
-OTHER_SENSE_TO_FIX = {
-    '10_residual_stream': [
-        'reads the stream through its pattern $W^P_i$ (where to look) and i',
-        "embedding $X^0$, every head's pattern and write (its term $A^l_i X^",
-        '. ::: Ignoring that the patterns themselves depend on earlier',
-    ],
-    '11_copying_head': [
-        'he same message but different patterns: - CODE : random tokens; at',
-        'k, and it needs two things: a pattern that puts the weight on the t',
-        "the head looks Each model's pattern on one of its sequences (the",
-        '## Position or content? Both patterns look sharp, but for different',
-        "and against the model's own pattern:",
-        'en you read) and two kinds of pattern (look at a place, or look for',
-    ],
-    '12_induction': [
-        'One head cannot do this. Its pattern compares the current token (i',
-        'apter reads each step off the patterns and the weights.',
-        "## Eight patterns Every head's pattern on one",
-        "Eight patterns Every head's pattern on one sequence. The filler c",
-        '## The previous-token head: a pattern made of positions Looking on',
-        'W^M_{0,p})^\\top$: the layer-1 pattern composed with the layer-0 mes',
-        'do the same job (the table of patterns shows more than one). ## Exp',
-        'Every head of the model: its pattern on a repeated sequence, and t',
-    ],
-    '13_two_ways': [
-        'sition $s + 1$: the induction pattern, built from the query side. C',
-    ],
-    '14_plays': [
-        "## Eight heads Each head's pattern on the first tokens of a held",
-    ],
-    '15_plays_induction': [
-        'that matches prefixes. Their patterns on the first 40 positions of',
-        't have found the circuit: the pattern and the ablation did.',
-        "quences and shows that L1H0's pattern depends on what L0H1 wrote. :",
-    ],
-    'bookkeeping': [
-        'ad computes its own attention pattern, so for the same token differ',
-    ],
-}
+# Occurrences still to reword, by notebook and the words around them (a stale entry fails the
+# test below): none left.
+OTHER_SENSE_TO_FIX: dict[str, list[str]] = {}  # every chapter and exercise now uses the glossary's words
 
 
 def prose(source: str) -> str:

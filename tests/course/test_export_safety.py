@@ -35,7 +35,7 @@ canvas = "Exercise 3: Subspace (4403)"
 """
 
 
-def gradebook(path, points=("4", "3"), delimiter=",", columns=COLUMNS, rows=None):
+def gradebook(path, points=("6", "3"), delimiter=",", columns=COLUMNS, rows=None):
     """Canvas's gradebook export: the Points Possible row, the roster, the test student."""
     n = sum(c in ("Student", "ID", "SIS User ID", "SIS Login ID", "Section") for c in columns)
     rest = len(columns) - n - len(points)
@@ -106,7 +106,8 @@ def test_the_summary_shows_only_the_assignments_collected(term):
     *_, graded = term
     header = next(line for line in graded.stdout.splitlines() if line.startswith("student "))
     assert header.split() == ["student", "02_averaging", "03_subspace", "total"], header
-    assert "nunezjose_101" in graded.stdout and "7/7" in graded.stdout  # out of the two collected: 4 + 3
+    # out of the two collected: 6 + 3 (02_averaging's written answer, 2 points, awaits review)
+    assert "nunezjose_101" in graded.stdout and "7/9" in graded.stdout
 
 
 def test_the_course_file_fills_a_renamed_column_with_due_dates_per_assignment_and_student(term):
@@ -116,7 +117,7 @@ def test_the_course_file_fills_a_renamed_column_with_due_dates_per_assignment_an
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert table(out) == [
         COLUMNS[:7],
-        ["    Points Possible", "", "", "", "", "4", "3"],
+        ["    Points Possible", "", "", "", "", "6", "3"],
         ["Núñez, José", "101", "S101", "jnunez", "Section A", "3.2", "3"],      # week 1: 2 days late; week 2 on time
         ["O'Brien, Zoë", "102", "S102", "zobrien", "Section A", "4", "3"],      # week 2 late by Canvas, not by her date
         ["Smith, Ann Marie", "103", "S103", "asmith", "Section B", "", ""],
@@ -148,14 +149,15 @@ def test_a_gradebook_with_no_column_for_an_assignment_is_refused_naming_its_colu
 
 def test_scores_are_rescaled_to_the_gradebooks_points_or_refused(term):
     tmp, env, _, _ = term
-    book = gradebook(tmp / "gradebook-8.csv", points=("8", "3"))  # the assignment is out of 4 now
+    book = gradebook(tmp / "gradebook-8.csv", points=("8", "3"))  # the assignment is out of 6 now
     out = tmp / "rescaled.csv"
     proc = run(env, "export", "--to", "canvas", book, "-o", out)
     assert proc.returncode == 0, proc.stderr
     assert "Rescaled 02_averaging: the gradebook's '02_averaging (4402)' is out of 8 points, the assignment" \
-        " out of 4" in proc.stdout, proc.stdout
+        " out of 6" in proc.stdout, proc.stdout
     rows = table(out)
-    assert rows[1][5:] == ["8", "3"] and rows[2][5] == "8" and rows[3][5] == "8"  # full marks: 8 of 8
+    # 4 autograded points of 6 (the written answer awaits review): 4 x 8/6
+    assert rows[1][5:] == ["8", "3"] and rows[2][5] == "5.33" and rows[3][5] == "5.33", rows
     proc = run(env, "export", "--to", "canvas", book, "-o", tmp / "no.csv", "--no-rescale")
     assert proc.returncode != 0 and not (tmp / "no.csv").exists()
     assert f"{book}, row 2, column '02_averaging (4402)'" in proc.stderr and "out of 8" in proc.stderr

@@ -87,7 +87,9 @@ def desk(tmp_path_factory, two_assignments):
     canvas, moodle = tmp / "canvas", tmp / "moodle"
     canvas.mkdir()
     moodle.mkdir()
-    shutil.copy(canvas_zips(tmp / "downloads")["03_subspace"], canvas / "submissions.zip")
+    zips = canvas_zips(tmp / "downloads")
+    shutil.copy(zips["03_subspace"], canvas / "submissions.zip")
+    shutil.copy(zips["02_averaging"], canvas / "week2.zip")  # the next week's, with a written answer
     # the instructor renamed the assignment in Canvas; the course file's canvas = "..." says so
     canvas_gradebook(canvas / "gradebook.csv")
     text = (canvas / "gradebook.csv").read_text(encoding="utf-8-sig")
@@ -115,7 +117,14 @@ def _expect(step: str, argv: list[str], cwd: Path, course: Path, config: Path, o
         handed_in = sorted(p.parent.name for p in (course / "submitted").glob("*/03_subspace"))
         assert len(handed_in) == 2, (handed_in, out)  # two students handed in a notebook
     elif step == "review" and "--apply" not in argv:
-        assert (course / "review" / "03_subspace.csv").is_file(), out
+        assert (course / "review" / "02_averaging.csv").is_file(), out
+    elif step == "review":  # the instructor's points are in grades.csv
+        rows = {(r[0], r[1]): r for r in read_csv(course / "grades.csv")[1:]}
+        head = read_csv(course / "grades.csv")[0]
+        row = next(r for (s, a), r in rows.items() if a == "02_averaging" and r[head.index("status")] == "graded")
+        assert row[head.index("score")] == row[head.index("max_score")] == "6", row
+    elif step == "status":
+        assert "02_averaging" in out and "03_subspace" in out, out
     elif step == "grade":
         rows = {r[0]: r for r in read_csv(course / "grades.csv")[1:]}
         graded = [r for r in rows.values() if "graded" in r and "03_subspace" in r]
@@ -149,7 +158,8 @@ def _expect_canvas_feedback(export: Path) -> None:
 
 def _score(sheet: Path) -> None:
     """Fill in the review sheet as an instructor would: full points and a comment on every answer."""
-    rows = read_csv(sheet)
+    with sheet.open(newline="", encoding="utf-8-sig") as f:  # as a spreadsheet would: answers keep their lines
+        rows = list(csv.reader(f))
     head = rows[0]
     for row in rows[1:]:
         row[head.index("points")] = row[head.index("max_points")]

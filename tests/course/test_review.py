@@ -230,3 +230,19 @@ def test_a_score_entered_in_the_formgrader_counts_the_same(graded):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r[-1] for r in read_csv(out)[1:]] == ["6", "6", "6"], read_csv(out)
     assert grades(course)["obrienzoe_102"]["written_score"] == "2"
+
+
+def test_a_multi_line_answer_reads_back_as_written(tmp_path):
+    """A written answer keeps its lines through the sheet (a sheet read line by line would join them)."""
+    from pm_course import review
+
+    sheet = tmp_path / "sheet.csv"
+    answer = "Keys $a$ and $b$ score beta:\n\n$\\alpha_a = 1/2$\r\nso c is the average."
+    with sheet.open("w", newline="", encoding="utf-8-sig") as f:
+        writer = csv.DictWriter(f, review.SHEET)
+        writer.writeheader()
+        writer.writerow({"student_id": "ada", "cell": "why-average", "max_points": "2", "points": "2",
+                         "comment": "", "answer": review.cell_text(answer)})
+    _, rows = review._read_sheet(sheet)
+    assert review.from_cell(rows[0]["answer"]).split() == answer.split()
+    assert review.digest(review.from_cell(rows[0]["answer"])) == review.digest(answer)
