@@ -79,15 +79,15 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser
-	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/site --ignore=tests/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
+	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	$(BIN)/python -m pytest --nbval chapters exercises --nbval-cell-timeout=120 \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
+	    --nbval-sanitize-with tests/helpers/nbval_sanitize.cfg -p no:cacheprovider $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	$(MAKE) --no-print-directory book
 	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=); the course
 	@# edition's PDF build also builds its site, which the browser tests then check too.
 	$(MAKE) --no-print-directory pdf PDF_FRESH=
 	$(MAKE) --no-print-directory pdf EDITION=course
-	$(BIN)/python -m pytest tests/site tests/pdf
+	$(BIN)/python -m pytest tests/book/site tests/book/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
 # Debian packages, installed where this user can (root + apt-get) unless already there:
@@ -179,9 +179,9 @@ sandbox:
 	    echo "bubblewrap is missing and this user cannot apt-get it (ask for the Debian packages bubblewrap and util-linux): grading will refuse to run student code (make grade UNSAFE=1, or PM_GRADE_UNSAFE=1 for pm-course, overrides)")
 
 # Every listed wrong answer and valid alternative, graded through make grade (the sandbox
-# included); make test grades a representative class of them (tests/test_fairness.py).
+# included); make test grades a representative class of them (tests/course/test_fairness.py).
 fairness: $(STAMP) sandbox
-	PM_FAIRNESS=all $(BIN)/python -m pytest tests/test_fairness.py -p no:cacheprovider -q
+	PM_FAIRNESS=all $(BIN)/python -m pytest tests/course/test_fairness.py -p no:cacheprovider -q
 
 course-book: $(STAMP)
 	$(BIN)/pm-course book

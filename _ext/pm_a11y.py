@@ -2,7 +2,7 @@
 
 No setting of the theme or the extensions changes these, so each written page is
 corrected after the build; each rule names the upstream element it corrects and the
-WCAG criterion it restores. ``tests/site/test_accessibility.py`` runs axe-core on
+WCAG criterion it restores. ``tests/book/site/test_accessibility.py`` runs axe-core on
 every page, in both themes, and fails if any of them comes back.
 
 * pydata-sphinx-theme's search button (``components/search-button-field.html``)

@@ -107,7 +107,7 @@ def _appendix_section(appendix, chapter, docname, prefix, moved):
         title = chapter.next_node(nodes.title).deepcopy()
         section = nodes.section("", nodes.title("", prefix, *title.children), ids=[f"pm-solutions-{docname}"])
         section.extend(moved)
-        appendix.append(_latex(f"%% pm-solutions-of: {docname}"))  # for tests/pdf: whose figures these are
+        appendix.append(_latex(f"%% pm-solutions-of: {docname}"))  # for tests/book/pdf: whose figures these are
         appendix.append(section)
 
 

@@ -105,7 +105,7 @@ def weights(sharpness: float = 30.0) -> Weights:
     ----------
     sharpness : float
         Scale of both pattern matrices. At 30 each head puts at least 0.9 of
-        its attention weight where it looks (checked in ``tests/test_example.py``).
+        its attention weight where it looks (checked in ``tests/attnlib/test_example.py``).
 
     Returns
     -------

@@ -263,7 +263,7 @@ def pinned_env(env=None) -> dict:
 
 
 CURVE_EVERY = 100  # the training-loss curve's resolution, for models with checkpoints
-CHECK_STEPS = 30  # the short run whose checksum the card records (tests/test_model.py repeats it)
+CHECK_STEPS = 30  # the short run whose checksum the card records (tests/attnlib/test_model.py repeats it)
 
 
 def fit(name: str, threads: int, steps: int, quiet=True, data=None, cfg=None, every=None, on_step=None):

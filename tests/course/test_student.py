@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from leaks import problems, secret_lines
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from pm_course import student  # noqa: E402
 
 SOURCES = student.sources()

@@ -27,7 +27,7 @@ from pathlib import Path
 import browser as browser_mod
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHOTS = Path(os.environ.get("PM_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 JUPYTER = Path(sys.executable).parent / "jupyter"
 NOTEBOOK = ROOT / "exercises" / "01_copying" / "copying.ipynb"

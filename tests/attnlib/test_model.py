@@ -20,7 +20,7 @@ from attnlib.model import MODELS, Model, available, load, weights_sha256
 
 from reference import ref_softmax
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = available()
 
 

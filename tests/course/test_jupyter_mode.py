@@ -2,7 +2,7 @@
 
 Read the way JupyterLab and Jupyter Server read their configuration, against
 the plugins and server extensions nbgrader ships (so a new one cannot slip
-through). tests/site/test_jupyterlab.py checks the same in a real browser.
+through). tests/book/site/test_jupyterlab.py checks the same in a real browser.
 """
 import json
 import os
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from pm_course import jupyter_mode  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import browser as browser_mod
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SITE = Path(os.environ.get("PM_SITE", ROOT / "_build" / "html"))
 SHOTS = Path(os.environ.get("PM_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 

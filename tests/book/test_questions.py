@@ -14,7 +14,7 @@ import yaml
 
 import pm_questions  # _ext/, on pytest's pythonpath (pyproject.toml)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_book_names_its_boxes_questions_and_keeps_solutions_plain():

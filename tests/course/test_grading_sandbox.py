@@ -22,7 +22,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAME, POINTS = "03_subspace", 3
 TOKEN = uuid.uuid4().hex[:12]  # marks every file and process the attacks try to leave behind
 

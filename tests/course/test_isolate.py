@@ -8,7 +8,7 @@ import pytest
 import attnlib.checks as checks
 from attnlib.checks import judging
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from pm_course import isolate  # noqa: E402
 
 

@@ -7,7 +7,7 @@ import pytest
 from attnlib import text
 from attnlib.model import MODELS, load, sinusoidal_positions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
 MAX_POINTS = {"01_copying": 12, "02_averaging": 6, "03_subspace": 3, "04_noisy_keys": 9, "05_two_heads": 8,
               "06_debug_head": 10, "07_bookkeeping": 10,

@@ -11,7 +11,7 @@ import pytest
 
 import browser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from pm_course import assignments as course_mod  # noqa: E402
 from pm_course import course, submissions  # noqa: E402
 

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PDF = ROOT / "_build" / "pdf" / "patterns-and-messages.pdf"
 LOG = PDF.with_suffix(".log")
 TEX = ROOT / "_build" / "latex" / "patterns-and-messages.tex"

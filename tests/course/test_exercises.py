@@ -23,7 +23,7 @@ import attnlib.checks as checks
 from wrong_answers import ALTERNATIVES, WRONG
 
 matplotlib.use("Agg")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from pm_course import isolate  # noqa: E402
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
 REGION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)

@@ -19,7 +19,7 @@ from pathlib import Path
 import browser as browser_mod
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SITE = Path(os.environ.get("PM_SITE", ROOT / "_build" / "html"))
 WIDTH = 1280
 

@@ -6,7 +6,7 @@ import pytest
 
 from attnlib.tokenizer import BPE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = ("KING\nWho's there? Stand, and unfold yourself.\n\nEnter KING and QUEEN\n\n"
         "QUEEN\nKeep it in mind, my lord; keep them at bay.\n[Aside] 'Tis 12 o'clock.\n")
 PATTERN = r" ?[A-Za-z]+(?:'[A-Za-z]+)*| ?[0-9]+| ?[^\sA-Za-z0-9]|\n+|\s"

@@ -21,7 +21,7 @@ from pathlib import Path
 import browser as browser_mod
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SITE = Path(os.environ.get("PM_SITE", ROOT / "_build" / "html"))
 COURSE_SITE = Path(os.environ.get("PM_COURSE_SITE", ROOT / "course" / "book" / "_build" / "html"))
 AXE = Path(os.environ.get("PM_AXE", ROOT / ".venv" / "axe" / "node_modules" / "axe-core" / "axe.min.js"))

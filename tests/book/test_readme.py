@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 GUIDES = ("guides/learners.md", "guides/instructors.md", "guides/authors.md", "guides/models.md")
 
