@@ -141,18 +141,15 @@ def _expect(step: str, argv: list[str], cwd: Path, course: Path, config: Path, o
         assert [r[table[0].index("Grade")] for r in table[1:]] == ["3.00", "0.00", ""], table
     elif step == "feedback":
         export = course / "export"
-        if (export / "feedback-canvas").exists() or "feedback zip" not in NOT_YET:
-            _expect_canvas_feedback(export)
-        else:
+        if cwd.name == "moodle":
             assert (export / "feedback-moodle-03_subspace.zip").is_file(), sorted(export.iterdir())
+        else:
+            _expect_canvas_feedback(export)
 
 
 def _expect_canvas_feedback(export: Path) -> None:
-    if "feedback zip" in NOT_YET:  # today: a folder per student, by Canvas id
-        assert (export / "feedback-canvas" / "03_subspace" / "101" / "subspace.html").is_file()
-        return
     # the re-upload zip: each file keeps the download's <name>_<user id>_<submission id>_ prefix
-    members = [n for z in export.rglob("*.zip") if "moodle" not in z.name for n in zipfile.ZipFile(z).namelist()]
+    members = [n for z in export.glob("feedback-canvas-*.zip") for n in zipfile.ZipFile(z).namelist()]
     assert any(n.startswith("nunezjose_") and "_101_9001_" in n for n in members), members
 
 
