@@ -170,7 +170,8 @@ def graded(tmp_path_factory, two_assignments):
 def test_stripped_metadata_is_graded_to_full_points_with_a_note(graded):
     _, rows = graded
     row = rows["nunezjose_101"]
-    assert (row["status"], row["score"], row["max_score"]) == ("graded", "4", "4"), row
+    # every autograded point (4 of 6): the written answer (2 points) awaits review
+    assert (row["status"], row["score"], row["max_score"]) == ("graded", "4", "6"), row
     assert "matched 9 cell(s) back to 02_averaging's by their content (its nbgrader metadata was gone)" \
         in row["reason"], row
 
@@ -194,6 +195,7 @@ def test_an_unmatchable_notebook_is_not_a_silent_zero(graded):
 def test_every_score_below_full_has_a_reason(graded):
     _, rows = graded
     assert rows["studentlate_104"]["score"] == "0"
-    assert rows["studentlate_104"]["reason"] == "lost points: test-avgq 0/2, test-avgw 0/2"
+    assert rows["studentlate_104"]["reason"] == \
+        "lost points: test-avgq 0/2, test-avgw 0/2, why-average not reviewed yet"
     below = [r for r in rows.values() if r["status"] == "graded" and float(r["score"]) < float(r["max_score"])]
     assert below and all(r["reason"] for r in below)
