@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import nbformat
+
+import leaks  # tests/helpers
 import pytest
 from nbclient import NotebookClient
 
@@ -44,19 +46,11 @@ def source(name):
 
 
 def solution_lines():
-    """Every non-trivial line between solution or hidden-test markers, per assignment."""
+    """Every non-trivial line of each assignment's solutions and hidden tests that no student sees anyway."""
+    shown = set().union(*(leaks.visible_lines(source(folder.name)) for folder in EXERCISES))
     out = {}
     for folder in EXERCISES:
-        nb = nbformat.read(source(folder.name), as_version=4)
-        lines, inside = set(), False
-        for cell in nb.cells:
-            for line in cell.source.splitlines():
-                if re.search(r"### BEGIN (SOLUTION|HIDDEN TESTS)", line):
-                    inside = True
-                elif re.search(r"### END (SOLUTION|HIDDEN TESTS)", line):
-                    inside = False
-                elif inside and len(line.strip()) > 12:
-                    lines.add(line.strip())
+        lines = leaks.secret_lines(source(folder.name)) - shown
         assert lines, folder.name
         out[folder.name] = lines
     return out

@@ -25,9 +25,19 @@ def _lines(source):
                 yield cell, line.strip(), inside, is_check
 
 
+def visible_lines(source):
+    """Every line of the source outside its solutions and hidden tests: what every student reads."""
+    return {line for _, line, inside, _ in _lines(source) if not inside and line}
+
+
 def secret_lines(source):
-    """Every non-trivial line of the source's solutions and hidden tests (not bare ``return x``)."""
-    return {line for _, line, inside, _ in _lines(source) if inside and len(line) > 12}
+    """Every non-trivial line of the source's solutions and hidden tests (not bare ``return x``).
+
+    A line the student version shows anyway (``assert np.allclose(`` opening a
+    visible check, say) is no secret, so it is left out.
+    """
+    shown = visible_lines(source)
+    return {line for _, line, inside, _ in _lines(source) if inside and len(line) > 12 and line not in shown}
 
 
 def visible_check_lines(source):
