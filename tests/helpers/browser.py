@@ -5,8 +5,11 @@ Debian's ``chromium`` and ``chromium-driver`` with the flags measured to work he
 """
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,15 @@ def maths_offline(driver, page: Path) -> dict:
         "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
     driver.get(page.as_uri())
     return driver.execute_script(MATHS_ON_PAGE)
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(directory: Path) -> http.server.ThreadingHTTPServer:
+    """Serve ``directory`` on a free loopback port, in a daemon thread; ``shutdown()`` stops it."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd

@@ -12,10 +12,7 @@
 """
 from __future__ import annotations
 
-import functools
-import http.server
 import os
-import threading
 from pathlib import Path
 
 import browser as browser_mod
@@ -57,19 +54,10 @@ def test_the_course_edition_was_built():
 CASES = [(edition, page) for edition, site in EDITIONS.items() for page in _pages(site)]
 
 
-def _serve(directory: Path):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
 
 @pytest.fixture(scope="module")
 def servers():
-    running = {edition: _serve(site) for edition, site in EDITIONS.items()}
+    running = {edition: browser_mod.serve(site) for edition, site in EDITIONS.items()}
     yield {edition: f"http://127.0.0.1:{h.server_address[1]}" for edition, h in running.items()}
     for h in running.values():
         h.shutdown()
@@ -138,7 +126,7 @@ def test_axe_finds_a_broken_page(tmp_path, browser):
     html = SITE.joinpath(page).read_text(encoding="utf-8")
     (broken / "page.html").write_text(html.replace("<main", '<button class="pm-broken"></button><main', 1),
                                       encoding="utf-8")
-    httpd = _serve(broken)
+    httpd = browser_mod.serve(broken)
     try:
         browser.get(f"http://127.0.0.1:{httpd.server_address[1]}/page.html")
         rules = {v["rule"] for v in violations(browser)}

@@ -4,12 +4,8 @@ Needs `make book` first (``make test`` runs it before this file) and Debian's
 chromium + chromium-driver. Skips with a reason when they are missing, except
 under CI=true, where a missing browser is a failure.
 """
-import functools
-import http.server
 import os
 import re
-import shutil
-import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -35,14 +31,7 @@ PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
 
 @pytest.fixture(scope="module")
 def server():
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(SITE))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = browser_mod.serve(SITE)
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
 
