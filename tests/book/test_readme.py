@@ -44,3 +44,19 @@ def test_the_course_edition_copies_the_guides():
     from pm_course.book import KEEP
 
     assert "guides" in KEEP
+
+
+def _commands(text):
+    """The ``pm-course`` commands of a text's bash blocks, continuation lines joined."""
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [" ".join(line.split("#")[0].split()) for line in lines if line.startswith("pm-course")]
+
+
+def test_the_readmes_course_commands_are_the_instructors_guides():
+    """The README's sketch of a term is a few of the guide's commands, which the course tests run."""
+    readme = _commands(README.read_text(encoding="utf-8"))
+    guide = _commands((ROOT / "guides/instructors.md").read_text(encoding="utf-8"))
+    assert len(readme) >= 5, readme
+    missing = [c for c in readme if c not in guide]
+    assert not missing, f"the README shows pm-course commands the instructors' guide (and its test) does not: {missing}"
