@@ -4,10 +4,10 @@
     pm-course collect --from canvas submissions.zip --roster gradebook.csv
     pm-course collect --undo                                # put back what the last collect replaced
     pm-course grade [--student S] [--assignment A] [--jobs N]
+    pm-course review ASSIGNMENT [--apply SHEET]             # score the written answers
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
     pm-course feedback                                      # each page packed as the LMS takes it
     pm-course book                                          # the course edition of the site
-    pm-course review ASSIGNMENT [--apply SHEET]             # score the written answers
     pm-course status                                        # per assignment: graded, failed, to review
 
 Everything generated goes to the course folder (``course/`` at the repository's
@@ -28,10 +28,10 @@ A term with an LMS:
   pm-course assignments                       release the student versions (course/release/)
   pm-course collect --from canvas A1.zip --roster gradebook.csv
   pm-course grade                             grade what was collected
-  pm-course export --to canvas gradebook.csv  course/export/canvas-grades.csv, for Grades > Import
-  pm-course feedback                          course/export/feedback-canvas-<assignment>.zip, for Re-upload submissions
   pm-course review 02_averaging               course/review/02_averaging.csv (and .html): score the written answers
   pm-course review 02_averaging --apply course/review/02_averaging.csv
+  pm-course export --to canvas gradebook.csv  course/export/canvas-grades.csv, for Grades > Import
+  pm-course feedback                          course/export/feedback-canvas-<assignment>.zip, for Re-upload submissions
   pm-course status                            per assignment: submissions, graded, failed, awaiting review
 
 The course file (course.toml at the repository's root, or --config FILE) says what
