@@ -71,10 +71,11 @@ exercises: install
 # A kernel that loses a message (seen here: ipykernel's "Socket operation on non-socket" on
 # its reply, in chapters 12 and 15, once in several builds) leaves its cell waiting until the
 # timeout: the build is tried once more, and a real error fails it again.
+comma := ,
+# (The PDF builds below execute the notebooks too, and are tried twice the same way.)
+twice = $(1) || { echo "The build failed; building it once more (a lost kernel message fails once, an error twice)."; $(1); }
 book: $(STAMP) $(KERNEL_CONFIG)
-	PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . $(JB_FLAGS) \
-	    || { echo "The book build failed; building it once more (a lost kernel message fails once, an error twice)."; \
-	         PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . $(JB_FLAGS); }
+	$(call twice,PM_FIGURE_FORMATS=png$(comma)pdf $(BIN)/jupyter-book build . $(JB_FLAGS))
 	@echo
 	@echo "Open file://$(CURDIR)/_build/html/index.html  (or: make serve)"
 
@@ -128,7 +129,7 @@ LATEXMK_OPTS := -interaction=nonstopmode -halt-on-error
 pdf: $(STAMP) $(KERNEL_CONFIG) tex
 ifeq ($(EDITION),course)
 	$(BIN)/pm-course book
-	$(BIN)/jupyter-book build course/book-src --builder latex --path-output course/book --warningiserror --nitpick --keep-going
+	$(call twice,$(BIN)/jupyter-book build course/book-src --builder latex --path-output course/book --warningiserror --nitpick --keep-going)
 	$(MAKE) -C course/book/_build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
 	    || { tail -40 course/book/_build/latex/$(PDF_NAME).log; exit 1; }
 	@mkdir -p course/book/_build/pdf
@@ -137,7 +138,7 @@ ifeq ($(EDITION),course)
 	@test ! -d course/book/_build/html || cp course/book/_build/pdf/$(PDF_NAME)-course.pdf course/book/_build/html/$(PDF_NAME).pdf
 	@echo "Course edition PDF: course/book/_build/pdf/$(PDF_NAME)-course.pdf"
 else ifeq ($(EDITION),self-study)
-	PM_FIGURE_FORMATS=png,pdf $(BIN)/jupyter-book build . --builder latex $(PDF_FRESH) --warningiserror --nitpick --keep-going
+	$(call twice,PM_FIGURE_FORMATS=png$(comma)pdf $(BIN)/jupyter-book build . --builder latex $(PDF_FRESH) --warningiserror --nitpick --keep-going)
 	$(MAKE) -C _build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
 	    || { tail -40 _build/latex/$(PDF_NAME).log; exit 1; }
 	@mkdir -p _build/pdf
