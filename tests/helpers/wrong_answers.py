@@ -229,6 +229,9 @@ WRONG = {
          "return False"),
         ("detects_scores_bug", "test-detect-scores", "compares with the same mistake",
          "return not np.allclose(f(X, W_Q[0], W_K[0]), (X @ W_Q[0]) @ (X @ W_K[0]).T / np.sqrt(d_model))"),
+        ("detects_scores_bug", "test-detect-scores", "the verdict computed but never returned (None)",
+         "Q, K = X @ W_Q[0], X @ W_K[0]\n"
+         "flagged = not np.allclose(softmax(f(X, W_Q[0], W_K[0])), attnlib.attention_pattern(Q, K))"),
         ("fixed_head_scores", "test-fix-scores", "the scale dropped",
          "return (X @ W_Q_i) @ (X @ W_K_i).T"),
         ("fixed_head_scores", "test-fix-scores", "divided by d_head instead of its square root",
@@ -247,6 +250,9 @@ WRONG = {
          "return not np.allclose(f(np.zeros((1, 1))), 1)"),
         ("detects_causal_bug", "test-detect-causal", "checks that no weight is negative",
          "return bool((f(np.random.default_rng(1).standard_normal((T, T))) < 0).any())"),
+        ("detects_causal_bug", "test-detect-causal", "the entries that differ (an array), not one verdict",
+         "S = np.random.default_rng(1).standard_normal((T, T))\n"
+         "return ~np.isclose(f(S), softmax(S, where=attnlib.causal_mask(T)))"),
         ("fixed_causal_weights", "test-fix-causal", "masked with 0 instead of -inf",
          "return softmax(np.where(attnlib.causal_mask(len(scores)), scores, 0.0))"),
         ("fixed_causal_weights", "test-fix-causal", "the wrong triangle",
@@ -266,6 +272,9 @@ WRONG = {
          "return f(X, np.eye(d_model)).shape != (T, T)"),
         ("detects_pattern_bug", "test-detect-pattern", "compares with the transposed scores",
          "W_P = attnlib.qk_circuit(w).full()[0]\nreturn not np.allclose(f(X, W_P), (X @ W_K[0]) @ (X @ W_Q[0]).T)"),
+        ("detects_pattern_bug", "test-detect-pattern", "a pair (verdict, largest difference): a tuple is always true",
+         "W_P = attnlib.qk_circuit(w).full()[0]\nS, want = f(X, W_P), (X @ W_Q[0]) @ (X @ W_K[0]).T\n"
+         "return not np.allclose(S, want), np.abs(S - want).max()"),
         ("fixed_pattern_scores", "test-fix-pattern", "symmetrised",
          "return X @ ((W_P_i + W_P_i.T) / 2) @ X.T"),
         ("fixed_pattern_scores", "test-fix-pattern", "scaled by 1/sqrt(d_model): the scores are unscaled",
@@ -283,6 +292,9 @@ WRONG = {
          "Z = np.ones((n_heads, T, d_head))\nreturn not np.allclose(f(Z, np.ones((d_model, d_model))), d_model)"),
         ("detects_combine_bug", "test-detect-combine", "tries zero heads",
          "return not np.allclose(f(np.zeros((n_heads, T, d_head)), w.W_O), 0)"),
+        ("detects_combine_bug", "test-detect-combine", "the verdict printed, not returned (None)",
+         "Z = np.random.default_rng(4).standard_normal((n_heads, T, d_head))\n"
+         "print('bug' if not np.allclose(f(Z, w.W_O), attnlib.merge_heads(Z) @ w.W_O) else 'ok')"),
         ("fixed_combine_heads", "test-fix-combine", "the colleague's code unchanged",
          "return combine_heads(Z, W_O)"),
         ("fixed_combine_heads", "test-fix-combine", "head 0's rows for every head",
@@ -291,6 +303,10 @@ WRONG = {
          "return sum(Z[i] @ W_O[i::len(Z)] for i in range(len(Z)))"),
         ("fixed_combine_heads", "test-fix-combine", "the heads averaged instead of summed",
          "h, _, d = Z.shape\nreturn sum(Z[i] @ W_O[i * d:(i + 1) * d] for i in range(h)) / h"),
+        ("fixed_combine_heads", "test-fix-combine", "W_O transposed (the column-vector habit)",
+         "h, _, d = Z.shape\nreturn sum(Z[i] @ W_O.T[i * d:(i + 1) * d] for i in range(h))"),
+        ("fixed_combine_heads", "test-fix-combine", "divided by sqrt(d_head), as the scores are",
+         "h, _, d = Z.shape\nreturn sum(Z[i] @ W_O[i * d:(i + 1) * d] for i in range(h)) / np.sqrt(d)"),
         ("detects_reader_bug", "test-detect-reader", "tries orthonormal columns, where the bug hides",
          "A = np.linalg.qr(np.random.default_rng(7).standard_normal((6, 2)))[0]\nM = f(A)\n"
          "return not (np.allclose(M @ M, M) and np.allclose(M @ A, A))"),
@@ -301,6 +317,11 @@ WRONG = {
         ("detects_reader_bug", "test-detect-reader", "checks that M sends the orthogonal part to zero, only",
          "A = np.random.default_rng(7).standard_normal((6, 2))\n"
          "v = np.linalg.svd(A)[0][:, 2:].T\nreturn not np.allclose(v @ f(A), 0)"),
+        ("detects_reader_bug", "test-detect-reader", "the residual (v_a + v_b) M - v_a returned, not a verdict",
+         "rng = np.random.default_rng(7)\nbasis = np.linalg.qr(rng.standard_normal((6, 6)))[0]\n"
+         "A = basis[:, :2] @ rng.standard_normal((2, 2))\n"
+         "v_a, v_b = A @ rng.standard_normal(2), basis[:, 2:] @ rng.standard_normal(4)\n"
+         "return (v_a + v_b) @ f(A) - v_a"),
         ("fixed_subspace_reader", "test-fix-reader", "the colleague's code unchanged",
          "return subspace_reader(A)"),
         ("fixed_subspace_reader", "test-fix-reader", "the complement",
@@ -331,6 +352,19 @@ WRONG = {
          "d = d_model // n_heads\nreturn {'X': (T, d_model), 'W_Q_i': (d_model, d), 'Q_i': (T, d), 'pattern_i': (T, T),\n"
          "        'z_i': (T, d), 'concat': (T, n_heads * d), 'W_O': (n_heads * d, d_model), 'W_O_i': (d, d_model),\n"
          "        'term_i': (T, d_model), 'W_P_i': (d_model, d_model), 'W_M_i': (d_model, d_model), 'output': (T, d_model)}"),
+        ("shapes", "test-shapes", "(name, shape) pairs in a list, not a dict",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = d_model // n_heads\nreturn [('X', (T, d_model)), ('W_Q_i', (d_model, d)), ('Q_i', (T, d)),\n"
+         "        ('pattern_i', (T, T)), ('z_i', (T, d)), ('concat', (T, d_model)), ('W_O', (d_model, d_model)),\n"
+         "        ('W_O_i', (d, d_model)), ('term_i', (T, d_model)), ('W_P_i', (d_model, d_model)),\n"
+         "        ('W_M_i', (d_model, d_model)), ('output', (T, d_model))]"),
+        ("shapes", "test-shapes", "W_P_i and W_M_i left out (the textbook layer's arrays only)",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = d_model // n_heads\nreturn {'X': (T, d_model), 'W_Q_i': (d_model, d), 'Q_i': (T, d), 'pattern_i': (T, T),\n"
+         "        'z_i': (T, d), 'concat': (T, d_model), 'W_O': (d_model, d_model), 'W_O_i': (d, d_model),\n"
+         "        'term_i': (T, d_model), 'output': (T, d_model)}"),
+        ("shapes", "test-shapes", "the head width divided upside down, n_heads // d_model: heads of width 0",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = n_heads // d_model\nreturn {'X': (T, d_model), 'W_Q_i': (d_model, d), 'Q_i': (T, d), 'pattern_i': (T, T),\n"
+         "        'z_i': (T, d), 'concat': (T, n_heads * d), 'W_O': (n_heads * d, d_model), 'W_O_i': (d, d_model),\n"
+         "        'term_i': (T, d_model), 'W_P_i': (d_model, d_model), 'W_M_i': (d_model, d_model), 'output': (T, d_model)}"),
         ("attention_parameters", "test-params", "W^O forgotten",
          "return 3 * d_model * d_model + (3 * d_model if bias else 0)"),
         ("attention_parameters", "test-params", "the biases counted although bias is False",
@@ -343,6 +377,8 @@ WRONG = {
          "return 4 * d_model * d_model + (4 if bias else 0)"),
         ("attention_parameters", "test-params", "biases for W^Q, W^K, W^V only",
          "return 4 * d_model * d_model + (3 * d_model if bias else 0)"),
+        ("attention_parameters", "test-params", "the weights and the biases counted apart, as a pair",
+         "return 4 * d_model * d_model, (4 * d_model if bias else 0)"),
         ("pattern_rank_bound", "test-rank", "d_model: the size of W^P_i, not its rank",
          "return d_model"),
         ("pattern_rank_bound", "test-rank", "the number of heads",
@@ -353,6 +389,8 @@ WRONG = {
          "return 64"),
         ("pattern_rank_bound", "test-rank", "the number of entries of W^Q_i",
          "return d_model * (d_model // n_heads)"),
+        ("pattern_rank_bound", "test-rank", "the share of the model one head reads, 1 / n_heads",
+         "return 1 / n_heads"),
         ("order", "test-order", "the softmax before the scores",
          "order = ['C', 'B', 'E', 'F', 'D', 'A']"),
         ("order", "test-order", "W^O before the concatenation",
@@ -363,6 +401,8 @@ WRONG = {
          "order = ['A', 'D', 'F', 'B', 'E', 'C']"),
         ("order", "test-order", "a step left out",
          "order = ['C', 'E', 'B', 'F', 'A']"),
+        ("order", "test-order", "each letter's place, in a dict {'A': 6, 'B': 3, ...}",
+         "order = {'A': 6, 'B': 3, 'C': 1, 'D': 5, 'E': 2, 'F': 4}"),
         ("tf_a", "test-tf-a", "true: a head's output taken as d_model wide",
          "tf_a = (True, 5)"),
         ("tf_a", "test-tf-a", "true, because each head has all of W^O",
