@@ -543,6 +543,9 @@ ALTERNATIVES = {
          "r = np.random.default_rng(1)\nXr, Wq, Wk = r.standard_normal((6, 8)), r.standard_normal((8, 2)), "
          "r.standard_normal((8, 2))\nreturn not np.allclose(softmax(f(Xr, Wq, Wk)), "
          "attnlib.attention_pattern(Xr @ Wq, Xr @ Wk))"),
+        ("detects_scores_bug", "an int for the verdict, 1 for a bug",
+         "Q, K = X @ W_Q[1], X @ W_K[1]\n"
+         "return int(not np.allclose(softmax(f(X, W_Q[1], W_K[1])), attnlib.attention_pattern(Q, K)))"),
         ("fixed_head_scores", "einsum and a power of d_head",
          "d = W_K_i.shape[-1]\nreturn np.einsum('tk,sk->ts', X @ W_Q_i, X @ W_K_i) * d ** -0.5"),
         ("fixed_head_scores", "the queries scaled first",
@@ -554,6 +557,9 @@ ALTERNATIVES = {
         ("detects_causal_bug", "scores from queries and keys, against attention_pattern(causal=True)",
          "r = np.random.default_rng(2)\nQ, K = r.standard_normal((7, 3)), r.standard_normal((7, 3))\n"
          "return not np.allclose(f(Q @ K.T / np.sqrt(3)), attnlib.attention_pattern(Q, K, causal=True))"),
+        ("detects_causal_bug", "the number of weights that differ, 0 when right (a numpy int)",
+         "S = np.random.default_rng(1).standard_normal((T, T))\n"
+         "return (~np.isclose(f(S), softmax(S, where=attnlib.causal_mask(T)))).sum()"),
         ("fixed_causal_weights", "the colleague's weights cut to the past and renormalised",
          "W = np.tril(softmax(scores, axis=-1))\nreturn W / W.sum(axis=-1, keepdims=True)"),
         ("fixed_causal_weights", "log of the mask added (numpy warns of log(0), the result is right)",
@@ -565,6 +571,9 @@ ALTERNATIVES = {
          "return not np.allclose(f(Xr, WP), np.einsum('td,de,se->ts', Xr, WP, Xr))"),
         ("detects_pattern_bug", "head 2 of the model, against its queries and keys",
          "WP = attnlib.qk_circuit(w).full()[2]\nreturn not np.allclose(f(X, WP), (X @ W_Q[2]) @ (X @ W_K[2]).T)"),
+        ("detects_pattern_bug", "the share of scores that differ, 0.0 when right (a float)",
+         "W_P = attnlib.qk_circuit(w).full()[0]\n"
+         "return float(np.mean(~np.isclose(f(X, W_P), (X @ W_Q[0]) @ (X @ W_K[0]).T)))"),
         ("fixed_pattern_scores", "einsum",
          "return np.einsum('td,de,se->ts', X, W_P_i, X)"),
         ("fixed_pattern_scores", "the keys' side first",
@@ -575,6 +584,9 @@ ALTERNATIVES = {
         ("detects_combine_bug", "the model's W_O, against the concatenation written out",
          "Z = np.random.default_rng(1).standard_normal((n_heads, T, d_head))\n"
          "return not np.allclose(f(Z, w.W_O), np.concatenate(list(Z), axis=-1) @ w.W_O)"),
+        ("detects_combine_bug", "a one-entry array for the verdict (np.any with keepdims)",
+         "Z = np.random.default_rng(4).standard_normal((n_heads, T, d_head))\n"
+         "return np.any(~np.isclose(f(Z, w.W_O), attnlib.merge_heads(Z) @ w.W_O), keepdims=True).ravel()"),
         ("fixed_combine_heads", "the concat form",
          "return attnlib.merge_heads(Z) @ W_O"),
         ("fixed_combine_heads", "W_O split into row blocks, einsum",
@@ -585,6 +597,9 @@ ALTERNATIVES = {
          "return not (np.allclose(A.T @ M, A.T) and np.allclose(N.T @ M, 0))"),
         ("detects_reader_bug", "against the pseudo-inverse projector",
          "A = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(A), A @ np.linalg.pinv(A))"),
+        ("detects_reader_bug", "the verdict as 1.0 or 0.0",
+         "A = np.random.default_rng(6).standard_normal((6, 3))\n"
+         "return 0.0 if np.allclose(f(A), A @ np.linalg.pinv(A)) else 1.0"),
         ("fixed_subspace_reader", "the pseudo-inverse",
          "return A @ np.linalg.pinv(A)"),
         ("fixed_subspace_reader", "an orthonormal basis of the span from QR",
