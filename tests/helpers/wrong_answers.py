@@ -619,27 +619,46 @@ ALTERNATIVES = {
          "arrays = dict(X=X, W_Q_i=W_Q_i, Q_i=Q_i, pattern_i=pattern_i, z_i=z_i, concat=concat, W_O=W_O, W_O_i=W_O_i,\n"
          "              term_i=z_i @ W_O_i, W_P_i=W_Q_i @ W_Q_i.T, W_M_i=W_Q_i @ W_O_i, output=concat @ W_O)\n"
          "return {k: tuple(a.shape) for k, a in arrays.items()}"),
+        ("shapes", "lists for the shapes",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = d_model // n_heads\n"
+         "return {'X': [T, d_model], 'W_Q_i': [d_model, d], 'Q_i': [T, d], 'pattern_i': [T, T], 'z_i': [T, d],\n"
+         "        'concat': [T, d_model], 'W_O': [d_model, d_model], 'W_O_i': [d, d_model], 'term_i': [T, d_model],\n"
+         "        'W_P_i': [d_model, d_model], 'W_M_i': [d_model, d_model], 'output': [T, d_model]}"),
+        ("shapes", "d_head from a true division: floats such as 4.0 in the shapes",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = d_model / n_heads\n"
+         "return {'X': (T, d_model), 'W_Q_i': (d_model, d), 'Q_i': (T, d), 'pattern_i': (T, T), 'z_i': (T, d),\n"
+         "        'concat': (T, n_heads * d), 'W_O': (n_heads * d, d_model), 'W_O_i': (d, d_model),\n"
+         "        'term_i': (T, d_model), 'W_P_i': (d_model, d_model), 'W_M_i': (d_model, d_model),\n"
+         "        'output': (T, d_model)}"),
         ("attention_parameters", "the sizes of the matrices that shapes lists",
          "s = shapes(1, d_model, n_heads)\nweights = 3 * n_heads * int(np.prod(s['W_Q_i'])) + int(np.prod(s['W_O']))\n"
          "return weights + (4 * d_model if bias else 0)"),
         ("attention_parameters", "the sizes of attnlib's weights, plus the biases",
          "w = attnlib.random_weights(d_model, n_heads)\n"
          "return sum(m.size for m in (w.W_Q, w.W_K, w.W_V, w.W_O)) + 4 * d_model * int(bias)"),
+        ("attention_parameters", "head by head, with d_head from a true division: a float such as 1024.0",
+         "d = d_model / n_heads\nreturn n_heads * 4 * d_model * d + (4 * d_model if bias else 0)"),
         ("pattern_rank_bound", "the narrow side of W^Q_i, from shapes",
          "return min(shapes(1, d_model, n_heads)['W_Q_i'])"),
         ("pattern_rank_bound", "a float division made an int",
          "return int(d_model / n_heads)"),
+        ("pattern_rank_bound", "a true division: a float such as 4.0",
+         "return d_model / n_heads"),
         ("order", "a string split into letters", "order = list('CEBFDA')"),
         ("order", "a tuple", "order = ('C', 'E', 'B', 'F', 'D', 'A')"),
+        ("order", "one string of the letters", "order = 'CEBFDA'"),
         ("tf_a", "a list, with a numpy bool", "tf_a = [np.False_, 5]"),
         ("tf_a", "a comparison for the verdict", "tf_a = (12 // 3 == 12, 5)"),
+        ("tf_a", "0 for False", "tf_a = (0, 5)"),
         ("tf_b", "a list", "tf_b = [False, 6]"),
         ("tf_b", "the verdict computed",
          "tf_b = (attention_parameters(48, 4, True) == 4 * attention_parameters(48, 1, True), 6)"),
         ("tf_c", "a list", "tf_c = [True, 2]"),
         ("tf_c", "a numpy bool", "tf_c = (np.True_, 2)"),
+        ("tf_c", "1 for True, and a float reason", "tf_c = (1, 2.0)"),
         ("tf_d", "a list", "tf_d = [False, 3]"),
         ("tf_d", "a numpy int for the reason", "tf_d = (False, np.int64(3))"),
+        ("tf_d", "a numpy array", "tf_d = np.array([False, 3])"),
         ("consequence", "upper case made lower", "consequence = 'B'.lower()"),
         ("consequence", "picked from the letters", "consequence = 'abcd'[1]"),
     ],
