@@ -543,6 +543,9 @@ ALTERNATIVES = {
          "r = np.random.default_rng(1)\nXr, Wq, Wk = r.standard_normal((6, 8)), r.standard_normal((8, 2)), "
          "r.standard_normal((8, 2))\nreturn not np.allclose(softmax(f(Xr, Wq, Wk)), "
          "attnlib.attention_pattern(Xr @ Wq, Xr @ Wk))"),
+        ("detects_scores_bug", "an int for the verdict, 1 for a bug",
+         "Q, K = X @ W_Q[1], X @ W_K[1]\n"
+         "return int(not np.allclose(softmax(f(X, W_Q[1], W_K[1])), attnlib.attention_pattern(Q, K)))"),
         ("fixed_head_scores", "einsum and a power of d_head",
          "d = W_K_i.shape[-1]\nreturn np.einsum('tk,sk->ts', X @ W_Q_i, X @ W_K_i) * d ** -0.5"),
         ("fixed_head_scores", "the queries scaled first",
@@ -554,6 +557,9 @@ ALTERNATIVES = {
         ("detects_causal_bug", "scores from queries and keys, against attention_pattern(causal=True)",
          "r = np.random.default_rng(2)\nQ, K = r.standard_normal((7, 3)), r.standard_normal((7, 3))\n"
          "return not np.allclose(f(Q @ K.T / np.sqrt(3)), attnlib.attention_pattern(Q, K, causal=True))"),
+        ("detects_causal_bug", "the number of weights that differ, 0 when right (a numpy int)",
+         "S = np.random.default_rng(1).standard_normal((T, T))\n"
+         "return (~np.isclose(f(S), softmax(S, where=attnlib.causal_mask(T)))).sum()"),
         ("fixed_causal_weights", "the colleague's weights cut to the past and renormalised",
          "W = np.tril(softmax(scores, axis=-1))\nreturn W / W.sum(axis=-1, keepdims=True)"),
         ("fixed_causal_weights", "log of the mask added (numpy warns of log(0), the result is right)",
@@ -565,6 +571,9 @@ ALTERNATIVES = {
          "return not np.allclose(f(Xr, WP), np.einsum('td,de,se->ts', Xr, WP, Xr))"),
         ("detects_pattern_bug", "head 2 of the model, against its queries and keys",
          "WP = attnlib.qk_circuit(w).full()[2]\nreturn not np.allclose(f(X, WP), (X @ W_Q[2]) @ (X @ W_K[2]).T)"),
+        ("detects_pattern_bug", "the share of scores that differ, 0.0 when right (a float)",
+         "W_P = attnlib.qk_circuit(w).full()[0]\n"
+         "return float(np.mean(~np.isclose(f(X, W_P), (X @ W_Q[0]) @ (X @ W_K[0]).T)))"),
         ("fixed_pattern_scores", "einsum",
          "return np.einsum('td,de,se->ts', X, W_P_i, X)"),
         ("fixed_pattern_scores", "the keys' side first",
@@ -575,6 +584,9 @@ ALTERNATIVES = {
         ("detects_combine_bug", "the model's W_O, against the concatenation written out",
          "Z = np.random.default_rng(1).standard_normal((n_heads, T, d_head))\n"
          "return not np.allclose(f(Z, w.W_O), np.concatenate(list(Z), axis=-1) @ w.W_O)"),
+        ("detects_combine_bug", "a one-entry array for the verdict (np.any with keepdims)",
+         "Z = np.random.default_rng(4).standard_normal((n_heads, T, d_head))\n"
+         "return np.any(~np.isclose(f(Z, w.W_O), attnlib.merge_heads(Z) @ w.W_O), keepdims=True).ravel()"),
         ("fixed_combine_heads", "the concat form",
          "return attnlib.merge_heads(Z) @ W_O"),
         ("fixed_combine_heads", "W_O split into row blocks, einsum",
@@ -585,6 +597,9 @@ ALTERNATIVES = {
          "return not (np.allclose(A.T @ M, A.T) and np.allclose(N.T @ M, 0))"),
         ("detects_reader_bug", "against the pseudo-inverse projector",
          "A = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(A), A @ np.linalg.pinv(A))"),
+        ("detects_reader_bug", "the verdict as 1.0 or 0.0",
+         "A = np.random.default_rng(6).standard_normal((6, 3))\n"
+         "return 0.0 if np.allclose(f(A), A @ np.linalg.pinv(A)) else 1.0"),
         ("fixed_subspace_reader", "the pseudo-inverse",
          "return A @ np.linalg.pinv(A)"),
         ("fixed_subspace_reader", "an orthonormal basis of the span from QR",
@@ -604,27 +619,46 @@ ALTERNATIVES = {
          "arrays = dict(X=X, W_Q_i=W_Q_i, Q_i=Q_i, pattern_i=pattern_i, z_i=z_i, concat=concat, W_O=W_O, W_O_i=W_O_i,\n"
          "              term_i=z_i @ W_O_i, W_P_i=W_Q_i @ W_Q_i.T, W_M_i=W_Q_i @ W_O_i, output=concat @ W_O)\n"
          "return {k: tuple(a.shape) for k, a in arrays.items()}"),
+        ("shapes", "lists for the shapes",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = d_model // n_heads\n"
+         "return {'X': [T, d_model], 'W_Q_i': [d_model, d], 'Q_i': [T, d], 'pattern_i': [T, T], 'z_i': [T, d],\n"
+         "        'concat': [T, d_model], 'W_O': [d_model, d_model], 'W_O_i': [d, d_model], 'term_i': [T, d_model],\n"
+         "        'W_P_i': [d_model, d_model], 'W_M_i': [d_model, d_model], 'output': [T, d_model]}"),
+        ("shapes", "d_head from a true division: floats such as 4.0 in the shapes",
+         "if d_model % n_heads:\n    raise ValueError('n_heads must divide d_model')\nd = d_model / n_heads\n"
+         "return {'X': (T, d_model), 'W_Q_i': (d_model, d), 'Q_i': (T, d), 'pattern_i': (T, T), 'z_i': (T, d),\n"
+         "        'concat': (T, n_heads * d), 'W_O': (n_heads * d, d_model), 'W_O_i': (d, d_model),\n"
+         "        'term_i': (T, d_model), 'W_P_i': (d_model, d_model), 'W_M_i': (d_model, d_model),\n"
+         "        'output': (T, d_model)}"),
         ("attention_parameters", "the sizes of the matrices that shapes lists",
          "s = shapes(1, d_model, n_heads)\nweights = 3 * n_heads * int(np.prod(s['W_Q_i'])) + int(np.prod(s['W_O']))\n"
          "return weights + (4 * d_model if bias else 0)"),
         ("attention_parameters", "the sizes of attnlib's weights, plus the biases",
          "w = attnlib.random_weights(d_model, n_heads)\n"
          "return sum(m.size for m in (w.W_Q, w.W_K, w.W_V, w.W_O)) + 4 * d_model * int(bias)"),
+        ("attention_parameters", "head by head, with d_head from a true division: a float such as 1024.0",
+         "d = d_model / n_heads\nreturn n_heads * 4 * d_model * d + (4 * d_model if bias else 0)"),
         ("pattern_rank_bound", "the narrow side of W^Q_i, from shapes",
          "return min(shapes(1, d_model, n_heads)['W_Q_i'])"),
         ("pattern_rank_bound", "a float division made an int",
          "return int(d_model / n_heads)"),
+        ("pattern_rank_bound", "a true division: a float such as 4.0",
+         "return d_model / n_heads"),
         ("order", "a string split into letters", "order = list('CEBFDA')"),
         ("order", "a tuple", "order = ('C', 'E', 'B', 'F', 'D', 'A')"),
+        ("order", "one string of the letters", "order = 'CEBFDA'"),
         ("tf_a", "a list, with a numpy bool", "tf_a = [np.False_, 5]"),
         ("tf_a", "a comparison for the verdict", "tf_a = (12 // 3 == 12, 5)"),
+        ("tf_a", "0 for False", "tf_a = (0, 5)"),
         ("tf_b", "a list", "tf_b = [False, 6]"),
         ("tf_b", "the verdict computed",
          "tf_b = (attention_parameters(48, 4, True) == 4 * attention_parameters(48, 1, True), 6)"),
         ("tf_c", "a list", "tf_c = [True, 2]"),
         ("tf_c", "a numpy bool", "tf_c = (np.True_, 2)"),
+        ("tf_c", "1 for True, and a float reason", "tf_c = (1, 2.0)"),
         ("tf_d", "a list", "tf_d = [False, 3]"),
         ("tf_d", "a numpy int for the reason", "tf_d = (False, np.int64(3))"),
+        ("tf_d", "a numpy array", "tf_d = np.array([False, 3])"),
         ("consequence", "upper case made lower", "consequence = 'B'.lower()"),
         ("consequence", "picked from the letters", "consequence = 'abcd'[1]"),
     ],
