@@ -31,7 +31,7 @@ def install_cell(url: str) -> str:
     """The source of the install cell for a book at ``url`` ("" for none).
 
     >>> print(install_cell("https://example.org/book").splitlines()[-2])
-            "pip", "install -q git+https://example.org/book"
+            "install -q git+https://example.org/book",
     >>> "make install" in install_cell("")
     True
     """
@@ -42,8 +42,9 @@ def install_cell(url: str) -> str:
                 "    import attnlib\n"
                 "except ImportError:\n"
                 "    get_ipython().run_line_magic(\n"
-                f'        "pip", "install -q git+{url}"\n'
-                "    )")
+                '        "pip",\n'
+                f'        "install -q git+{url}",\n'
+                "    )")  # as ruff formats it, so that formatting the notebooks keeps it
     return (f"{MARK}: installed by `make install` in a copy of the book's\n"
             "# repository (the book names no public address to install it from).\n"
             "try:\n"
