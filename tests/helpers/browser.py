@@ -57,6 +57,19 @@ def chrome(profile: Path, size: str, *flags: str, logs: bool = False):
     return driver
 
 
+
+def browser_fixture(size: str, logs: bool = False):
+    """A module-scoped pytest fixture ``browser``: a headless Chromium with a window of ``size``
+    ("W,H"), quit when the module's tests are done. ``browser = browser_fixture("1280,1600")``."""
+
+    @pytest.fixture(scope="module")
+    def browser(tmp_path_factory):
+        driver = chrome(tmp_path_factory.mktemp("chromium-profile"), size, logs=logs)
+        yield driver
+        driver.quit()
+
+    return browser
+
 # Resolves true once MathJax has typeset the page; without MathJax, true if the page has no
 # maths (``optional``) and the reason otherwise.
 WAIT_FOR_MATHJAX = """

@@ -63,11 +63,7 @@ def servers():
         h.shutdown()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = browser_mod.chrome(tmp_path_factory.mktemp("chromium-profile"), "1280,1600")
-    yield driver
-    driver.quit()
+browser = browser_mod.browser_fixture("1280,1600")
 
 
 RUN_AXE = """

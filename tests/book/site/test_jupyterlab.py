@@ -102,11 +102,7 @@ def servers(tmp_path_factory):
         yield found
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = browser_mod.chrome(tmp_path_factory.mktemp("chromium-profile"), "1400,900")
-    yield driver
-    driver.quit()
+browser = browser_mod.browser_fixture("1400,900")
 
 
 # Once JupyterLab has restored its layout and the notebook's toolbar is drawn: what of nbgrader is there.

@@ -57,11 +57,7 @@ OVERFLOWING = """
     return blocks;"""
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = browser_mod.chrome(tmp_path_factory.mktemp("chromium-profile"), f"{WIDTH},1000")
-    yield driver
-    driver.quit()
+browser = browser_mod.browser_fixture(f"{WIDTH},1000")
 
 
 @needs_site

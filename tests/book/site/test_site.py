@@ -36,11 +36,7 @@ def server():
     httpd.shutdown()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = browser_mod.chrome(tmp_path_factory.mktemp("chromium-profile"), "1280,1600", logs=True)
-    yield driver
-    driver.quit()
+browser = browser_mod.browser_fixture("1280,1600", logs=True)
 
 
 # Display maths whose typeset width exceeds the column it sits in (cut off or scrolled).
