@@ -69,17 +69,6 @@ CONFIGS = {
                     "induction the other way (a duplicate-token head feeding the queries; chapter 13).",
         task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.0),
         n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=0),
-    # The two above differ in seed and data at once; these two change one of them each (chapter 13).
-    "induction_seed0": dict(
-        description="As `induction` (25% alternating sequences) but with `induction_plain`'s seed (0): "
-                    "the data kept, the seed changed.",
-        task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.25),
-        n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=0),
-    "induction_plain_seed1": dict(
-        description="As `induction_plain` (no alternating sequences) but with `induction`'s seed (1): "
-                    "the data kept, the seed changed.",
-        task="induction", data=dict(vocab=50, T=41, min_len=5, max_len=20, alternating=0.0),
-        n_layers=2, n_heads=4, d_model=64, d_head=16, steps=3000, batch=64, lr=3e-3, seed=1),
     "copy_back": dict(
         description="Random tokens; predict the token three places back: a purely positional pattern.",
         task="copy_back", data=dict(vocab=20, T=24, k=3),
@@ -103,6 +92,16 @@ CONFIGS = {
         description="Shakespeare's plays, BPE of 256 tokens, windows of 63 tokens after BOS, each with a span of "
                     "its own text (8 to 31 tokens) repeated later: two layers of four heads, read for induction."),
 }
+# `induction` and `induction_plain` differ in seed and data at once; these two change one of
+# them each (chapter 13).
+CONFIGS["induction_seed0"] = dict(
+    CONFIGS["induction"], seed=CONFIGS["induction_plain"]["seed"],
+    description="As `induction` (25% alternating sequences) but with `induction_plain`'s seed (0): "
+                "the data kept, the seed changed.")
+CONFIGS["induction_plain_seed1"] = dict(
+    CONFIGS["induction_plain"], seed=CONFIGS["induction"]["seed"],
+    description="As `induction_plain` (no alternating sequences) but with `induction`'s seed (1): "
+                "the data kept, the seed changed.")
 EVAL = dict(n=2000, seed=12345)  # the card's metrics: fresh sequences, never trained on
 OPTIMISER = dict(name="AdamW", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 
