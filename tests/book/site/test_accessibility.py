@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import browser as browser_mod
@@ -75,10 +76,32 @@ RUN_AXE = """
              e => done(String(e)));"""
 
 
+def landed(driver, settle: float = 0.3, timeout: float = 5.0) -> str:
+    """The page's address once any redirect has run: loaded, and unchanged for ``settle`` s."""
+    from selenium.common.exceptions import WebDriverException
+
+    last, since = driver.current_url, time.monotonic()
+    while time.monotonic() - since < timeout:
+        time.sleep(0.1)
+        try:
+            ready = driver.execute_script("return document.readyState") == "complete"
+        except WebDriverException:  # the page is being replaced
+            ready = False
+        now = driver.current_url
+        if now != last or not ready:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            break
+    return last
+
+
 def open_in(driver, url: str, theme: str) -> None:
     """Open ``url`` as a reader who chose ``theme`` earlier: the theme reads the saved choice
     as the page loads (switching on an open page would measure colours mid-transition)."""
     driver.get(url)
+    # a redirect page (index.html: a meta refresh to intro.html) moves on after get() returns:
+    # the saved choice and the second load go to where it lands, not into the redirect's race
+    url = landed(driver)
     driver.execute_script("localStorage.setItem('mode', arguments[0]);", theme)
     driver.get(url)
     assert browser_mod.typeset(driver, optional=True) is True, "MathJax did not finish"
