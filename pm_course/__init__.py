@@ -24,3 +24,11 @@ One command, ``pm-course`` (:mod:`pm_course.cli`), with a module per concept:
 This package is the instructor's: students import :mod:`attnlib`, and the
 grading sandbox shows them that alone (this package stays out of its sight).
 """
+import sys
+
+# jsonschema, which nbformat imports, loads its optional IRI format checker from rfc3987-syntax
+# (installed with jupyter-events) where it can: three Earley parsers built on import, 2 of the
+# 2.7 s every pm-course command took to start. Notebook schemas check no IRI, so the checker is
+# left out here (jsonschema skips it as when the package is missing); a process that loaded it
+# already keeps it.
+sys.modules.setdefault("rfc3987_syntax", None)

@@ -54,3 +54,27 @@ def test_pm_course_has_no_import_cycle():
     assert {"grade", "collect", "review", "grades"} <= graph.keys()
     found = cycle(graph)
     assert found is None, "import cycle: " + " -> ".join(found)
+
+
+def test_a_command_starts_without_the_iri_parsers_and_still_validates_notebooks():
+    """pm-course leaves out jsonschema's IRI checker (three parsers built on import: most of a
+    command's start-up); nbformat still refuses a notebook that breaks its schema."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, nbformat
+import pm_course.cli
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+nbformat.validate(nb)
+nb.cells[0]["execution_count"] = "one"
+try:
+    nbformat.validate(nb)
+except nbformat.ValidationError:
+    print("refused")
+print(sys.modules.get("rfc3987_syntax", "absent"))
+"""
+    # pm_course imported first, as `python -m pm_course` does
+    out = subprocess.run([sys.executable, "-c", "import pm_course\n" + code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["refused", "None"], out
