@@ -56,10 +56,16 @@ CASES = [(edition, page) for edition, site in EDITIONS.items() for page in _page
 
 
 
+THEMES = ("light", "dark")
+
+
 @pytest.fixture(scope="module")
 def servers():
-    running = {edition: browser_mod.serve(site) for edition, site in EDITIONS.items()}
-    yield {edition: f"http://127.0.0.1:{h.server_address[1]}" for edition, h in running.items()}
+    """Each edition served twice, once per theme: the browser keeps a reader's saved theme per origin
+    (host and port), so every page of a theme's origin opens in that theme from its first paint."""
+    running = {(edition, theme): browser_mod.serve(site) for edition, site in EDITIONS.items() for theme in THEMES}
+    urls = {key: f"http://127.0.0.1:{h.server_address[1]}" for key, h in running.items()}
+    yield {edition: {theme: urls[edition, theme] for theme in THEMES} for edition in EDITIONS}
     for h in running.values():
         h.shutdown()
 
@@ -95,24 +101,35 @@ def landed(driver, settle: float = 0.3, timeout: float = 5.0) -> str:
     return last
 
 
-def open_in(driver, url: str, theme: str) -> None:
-    """Open ``url`` as a reader who chose ``theme`` earlier: the theme reads the saved choice
-    as the page loads (switching on an open page would measure colours mid-transition)."""
+_SAVED: set[str] = set()  # the origins where this browser has saved a theme
+
+
+def open_in(driver, origin: str, page: str, theme: str) -> None:
+    """Open ``page`` of ``origin`` as a reader who chose ``theme`` earlier on that site: the theme
+    reads the saved choice as the page loads (switching on an open page would measure colours
+    mid-transition). The choice is saved once per origin, on its first page."""
+    url, first = f"{origin}/{page}", origin not in _SAVED
     driver.get(url)
-    # a redirect page (index.html: a meta refresh to intro.html) moves on after get() returns:
-    # the saved choice and the second load go to where it lands, not into the redirect's race
-    url = landed(driver)
-    driver.execute_script("localStorage.setItem('mode', arguments[0]);", theme)
-    driver.get(url)
+    if first:
+        # a redirect page (index.html: a meta refresh to intro.html) moves on after get() returns:
+        # the choice is saved where it lands, not into the redirect's race, and that page loaded again
+        url = landed(driver)
+        driver.execute_script("localStorage.setItem('mode', arguments[0]);", theme)
+        _SAVED.add(origin)
+        driver.get(url)
+    if driver.execute_script("return document.querySelector('meta[http-equiv=refresh]') !== null"):
+        landed(driver)  # measure the page the redirect shows
     assert browser_mod.typeset(driver, optional=True) is True, "MathJax did not finish"
-    # the theme applies the saved mode once its script has run; then its 0.15 s transitions end
+    # the theme applies the saved mode once its script has run; where that may have changed the
+    # page's theme after its first paint (the first page of an origin, or a late switch), its 0.15 s
+    # transitions end first
     shown = driver.execute_script("""
-        const theme = arguments[0];
+        const [theme, first] = arguments;
         return new Promise(done => { const wait = (n) =>
-            (document.documentElement.dataset.theme === theme || n > 60)
-                ? setTimeout(() => done(document.documentElement.dataset.theme), 300)
-                : setTimeout(() => wait(n + 1), 50);
-            wait(0); });""", theme)
+            document.documentElement.dataset.theme === theme
+                ? setTimeout(() => done(theme), first || n ? 300 : 0)
+                : n > 60 ? done(document.documentElement.dataset.theme) : setTimeout(() => wait(n + 1), 50);
+            wait(0); });""", theme, first)
     assert shown == theme, f"{url}: asked for the {theme} theme, the page shows {shown}"
 
 
@@ -131,8 +148,8 @@ def _say(found) -> str:
 
 @pytest.mark.parametrize(("edition", "page"), CASES, ids=[f"{e}:{p}" for e, p in CASES])
 def test_no_axe_violations(edition, page, servers, browser):
-    for theme in ("light", "dark"):
-        open_in(browser, f"{servers[edition]}/{page}", theme)
+    for theme in THEMES:
+        open_in(browser, servers[edition][theme], page, theme)
         found = violations(browser)
         assert not found, f"{edition} {page}, {theme} theme: {_say(found)}"
 
@@ -174,7 +191,7 @@ def test_interactive_figures_work_from_the_keyboard(page, servers, browser):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    browser.get(f"{servers['site']}/{page}")
+    browser.get(f"{servers['site']['light']}/{page}")
     n_figures = browser.execute_script("return document.querySelectorAll('input.anim-slider').length")
     reached = 0
     body = browser.find_element("tag name", "body")
@@ -229,7 +246,7 @@ WAIT_FOR_REFLOW = """
 def test_reflow_at_320_px(page, servers, browser):
     browser.set_window_size(320, 900)
     try:
-        browser.get(f"{servers['site']}/{page}")
+        browser.get(f"{servers['site']['light']}/{page}")
         assert browser_mod.typeset(browser, optional=True) is True, "MathJax did not finish"
         browser.execute_async_script(WAIT_FOR_REFLOW)
         found = browser.execute_script(TOO_WIDE)
