@@ -84,16 +84,22 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
-test: $(STAMP) $(KERNEL_CONFIG) sandbox browser
+test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
 	@# The book build executes every notebook afresh; tests/book/site/test_outputs.py then compares
 	@# each stored output with it, by nbval's rules (pytest --nbval NOTEBOOK checks one on its own).
 	$(MAKE) --no-print-directory book
-	@# The PDF reuses the notebooks the book build just executed (PDF_FRESH=); the course
-	@# edition's PDF build also builds its site, which the browser tests then check too.
-	$(MAKE) --no-print-directory pdf PDF_FRESH=
-	$(MAKE) --no-print-directory pdf EDITION=course
-	$(BIN)/python -m pytest tests/book/site tests/book/pdf
+	$(BIN)/pm-course book
+	@# The two PDFs reuse what these builds made (PDF_FRESH=) and are typeset (one core) while the
+	@# browser tests look at both sites; their log is in _build/pdf.log, shown if they fail.
+	@{ $(MAKE) --no-print-directory pdf PDF_FRESH= && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } \
+	    > _build/pdf.log 2>&1 & pdf=$$!; \
+	echo "$(BIN)/python -m pytest tests/book/site  (the PDFs meanwhile: _build/pdf.log)"; \
+	$(BIN)/python -m pytest tests/book/site; site=$$?; \
+	if wait $$pdf; then grep -E '^(PDF|Course edition PDF):' _build/pdf.log; \
+	else tail -60 _build/pdf.log; echo "The PDF build failed (the whole log: _build/pdf.log)."; exit 1; fi; \
+	exit $$site
+	$(BIN)/python -m pytest tests/book/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
 # Debian packages, installed where this user can (root + apt-get) unless already there:
@@ -121,14 +127,17 @@ browser:
 # XeLaTeX through Sphinx's LaTeX builder. The self-study edition has the
 # solutions in an appendix; EDITION=course uses the student versions (like
 # make course-book): no solutions, no hidden tests. A fresh build re-executes
-# every notebook; PDF_FRESH= reuses those of the last book build instead.
+# every notebook (the course edition: rebuilds its site); PDF_FRESH= reuses those
+# of the last book build (of the last pm-course book) instead.
 EDITION ?= self-study
 PDF_FRESH ?= --all
 PDF_NAME := patterns-and-messages
 LATEXMK_OPTS := -interaction=nonstopmode -halt-on-error
 pdf: $(STAMP) $(KERNEL_CONFIG) tex
 ifeq ($(EDITION),course)
-	$(BIN)/pm-course book
+	@# the course edition's site and sources, built now, or (PDF_FRESH=) by the last pm-course book
+	$(if $(PDF_FRESH),$(BIN)/pm-course book,@test -f course/book-src/_config.yml \
+	    || { echo "no course edition to reuse in course/book-src: run pm-course book first (or leave PDF_FRESH as it is)"; exit 2; })
 	$(call twice,$(BIN)/jupyter-book build course/book-src --builder latex --path-output course/book --warningiserror --nitpick --keep-going)
 	$(MAKE) -C course/book/_build/latex all-pdf LATEXMKOPTS="$(LATEXMK_OPTS)" >/dev/null \
 	    || { tail -40 course/book/_build/latex/$(PDF_NAME).log; exit 1; }
