@@ -8,7 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # pytest workers (PARALLEL= for one process): the slow tests (grading a class, running notebooks) mostly wait on kernels.
-# --dist loadfile keeps each notebook on one worker, so its cells share one kernel.
+# --dist loadfile runs each test file on one worker, in order, with one copy of its module fixtures: some
+# files tell a term step by step (tests/course/test_review.py), and a file split between workers (as
+# --dist worksteal did) grades its class twice and loses the steps the other worker took.
 PARALLEL ?= 2
 
 .PHONY: help install instructor student exercises book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book fairness clean
@@ -85,7 +87,7 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
-	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist worksteal)
+	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	@# The book build executes every notebook afresh; tests/book/site/test_outputs.py then compares
 	@# each stored output with it, by nbval's rules (pytest --nbval NOTEBOOK checks one on its own).
 	$(MAKE) --no-print-directory book

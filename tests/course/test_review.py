@@ -7,6 +7,9 @@ changes nothing; a good one lands in grades.csv, the Canvas import and the
 feedback pages; a regrade keeps a review while its answer is unchanged and
 clears it when the answer changed; a score entered as nbgrader's formgrader
 enters it counts the same.
+
+The tests are the steps of that term, in order, on one graded class (a module
+fixture): run the file in one process, as ``make test`` does (``--dist loadfile``).
 """
 import csv
 import os
