@@ -87,7 +87,9 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
-	$(BIN)/python -m pytest tests attnlib pm_course --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
+	@# one BLAS thread per worker: PARALLEL workers share the cores, rather than twice as many threads
+	$(if $(PARALLEL),OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) $(BIN)/python -m pytest tests attnlib pm_course \
+	    --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
 	@# The book build executes every notebook afresh; tests/book/site/test_outputs.py then compares
 	@# each stored output with it, by nbval's rules (pytest --nbval NOTEBOOK checks one on its own).
 	$(MAKE) --no-print-directory book
