@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._checks import as_float_array, check_finite
-from .attention import attention_pattern
+from .attention import attention_weights
 from .tokenizer import BPE
 from .weights import Weights, check_weights
 
@@ -331,7 +331,7 @@ class Model:
             if self.smear is not None:  # each key mixed with the one before it
                 s = self.smear[l][:, None, None]  # (n_heads, 1, 1)
                 K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-            A = attention_pattern(Q, K, causal=True)  # (..., n_heads, T, T)
+            A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
             out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
             keep = np.array([(l, i) not in dropped for i in range(h)])
             x = x + (out * keep[:, None, None]).sum(axis=-3)

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import attention_pattern
+from .attention import attention_weights
 from .model import Model, Trace
 
 INPUTS = "qkv"
@@ -187,7 +187,7 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> 
         if model.smear is not None:  # each key mixed with the one before it, as in Model.trace
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-        A = attention_pattern(Q, K, causal=True)  # (..., n_heads, T, T)
+        A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
         out = (A @ V) @ W_O  # (..., n_heads, T, d_model)
         x = x + out.sum(axis=-3)
         patterns.append(A)

@@ -4,7 +4,7 @@ Colour maps are perceptually uniform and colourblind-safe (viridis for
 weights, cividis for signed or secondary quantities). Figures keep a white
 face so they stay readable when the book is switched to its dark theme.
 Functions draw on a given ``ax`` (or make a figure) and return the Figure.
-Notebooks assign it (``fig = plots.pattern_heatmap(...)``) so that Jupyter
+Notebooks assign it (``fig = plots.weights_heatmap(...)``) so that Jupyter
 shows it exactly once.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _token_labels(tokens, n):
     return tokens
 
 
-def pattern_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
+def weights_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
                     annotate=None):
     """Heatmap of attention weights: row = query, column = key.
 
@@ -101,7 +101,7 @@ def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, anno
     return im
 
 
-def head_patterns(A, tokens=None, titles=None, ncols=4, size=2.4):
+def head_weights(A, tokens=None, titles=None, ncols=4, size=2.4):
     """Small multiples: one heatmap of attention weights per head, one shared colourbar.
 
     Parameters
@@ -411,3 +411,9 @@ def eigenvalue_plane(ev, labels=None, ax=None, title="eigenvalues"):
     if labels:
         ax.legend(fontsize=8)
     return ax.figure
+
+
+# The old names, from before the book kept "pattern" for the rows of X W^P:
+# the same functions, so notebooks written against them keep running.
+pattern_heatmap = weights_heatmap
+head_patterns = head_weights

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from .multihead import check_layer_input
 from .normalize import softmax
-from .attention import attention_pattern
+from .attention import attention_weights
 from .plots import FACE, _heatmap
 
 _ICONS = {  # font-awesome icons (from a CDN) -> glyphs every common font has
@@ -381,7 +381,7 @@ def head_explorer(X, weights, tokens=None, causal=(False, True), head_names=None
         raise ValueError(f"head_names has {len(head_names)} names, expected n_heads = {weights.n_heads}")
     settings = [(i, c) for c in causal for i in range(weights.n_heads)]
     fig, ax = plt.subplots(figsize=(4.6, 3.9), facecolor=FACE, layout="constrained")
-    im = _heatmap(attention_pattern(X @ W_Q[0], X @ W_K[0], causal=causal[0]), tokens, ax=ax, annotate=False)
+    im = _heatmap(attention_weights(X @ W_Q[0], X @ W_K[0], causal=causal[0]), tokens, ax=ax, annotate=False)
 
     def name(i):
         return f"head {i}" + (f": {head_names[i]}" if head_names is not None else "")
@@ -389,7 +389,7 @@ def head_explorer(X, weights, tokens=None, causal=(False, True), head_names=None
     def update(setting):
         # one control (the head alone) gives the head; two give (head, causal)
         i, masked = setting if isinstance(setting, tuple) else (setting, causal[0])
-        im.set_data(attention_pattern(X @ W_Q[i], X @ W_K[i], causal=masked))  # (T, T)
+        im.set_data(attention_weights(X @ W_Q[i], X @ W_K[i], causal=masked))  # (T, T)
         ax.set_title(name(i) + (", causal" if masked else ""))
 
     labels = [f"{name(i)}{' causal' if c else ''}" for i, c in settings]
@@ -403,9 +403,9 @@ def head_explorer(X, weights, tokens=None, causal=(False, True), head_names=None
 
 
 def model_explorer(model, tokens, top=8):
-    """Any head of a trained model: its pattern on a sequence and what its message copies.
+    """Any head of a trained model: its attention weights on a sequence and what its message copies.
 
-    Left, the head's attention pattern on ``tokens``; right, the largest
+    Left, the head's attention weights on ``tokens``; right, the largest
     entries of its full OV circuit ``W_E W^M_i W_U`` (attending to token
     ``a`` raises the logit of token ``b``), copying entries ``a → a`` in the
     strong colour. The controls choose the layer and the head.
@@ -427,11 +427,11 @@ def model_explorer(model, tokens, top=8):
     settings = [(l, i) for l, w in enumerate(model.layers) for i in range(w.n_heads)]
     if len(settings) < 2:
         raise ValueError(f"{model!r} has only one head: there is nothing to choose"
-                         " (draw it with plots.pattern_heatmap and plots.circuit_heatmap)")
+                         " (draw it with plots.weights_heatmap and plots.circuit_heatmap)")
     tokens = model._tokens(tokens)
     if tokens.ndim != 1:
         raise ValueError(f"tokens must be one sequence (T,), got shape {tokens.shape}")
-    patterns = model.patterns(tokens)  # per layer (n_heads, T, T)
+    weights = model.patterns(tokens)  # attention weights per layer (n_heads, T, T)
     entries = {}
     for l, w in enumerate(model.layers):
         ov = full_ov_circuit(model.W_E, w, model.W_U).full()  # (n_heads, vocab, vocab): small models only
@@ -442,7 +442,7 @@ def model_explorer(model, tokens, top=8):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.2, 4.2), facecolor=FACE, layout="constrained",
                                    gridspec_kw={"width_ratios": [1.25, 1]})
     labels = [names[t] for t in tokens]
-    im = _heatmap(patterns[0][0], labels, ax=ax1, annotate=False)
+    im = _heatmap(weights[0][0], labels, ax=ax1, annotate=False)
     strong, pale = plt.get_cmap("viridis")(0.3), plt.get_cmap("viridis")(0.75)
     bar = ax2.barh(range(top), np.zeros(top))
     ax2.invert_yaxis()
@@ -451,8 +451,8 @@ def model_explorer(model, tokens, top=8):
 
     def update(setting):
         l, i = setting
-        im.set_data(patterns[l][i])
-        ax1.set_title(f"layer {l}, head {i}: pattern")
+        im.set_data(weights[l][i])
+        ax1.set_title(f"layer {l}, head {i}: attention weights")
         values, ticks, copy = entries[setting]
         for rect, v, c in zip(bar, values, copy):
             rect.set_width(v)
@@ -464,6 +464,6 @@ def model_explorer(model, tokens, top=8):
     controls = [("layer", [(str(l), l) for l in range(model.n_layers)]),
                 ("head", [(str(i), i) for i in range(max(w.n_heads for w in model.layers))])]
     return Explorer(fig, update, settings, "head", labels=frames, controls=controls,
-                    alt="Left: the chosen head's attention pattern on a sequence, queries as rows and keys as "
+                    alt="Left: the chosen head's attention weights on a sequence, queries as rows and keys as "
                         "columns. Right: the largest entries of its full OV circuit, as bars labelled "
                         "'attended token → raised output token', copying entries in the darker colour.")

@@ -173,3 +173,139 @@ def test_chapters_1_to_9_link_the_glossary():
     for term in ("pattern", "pattern matrix", "message", "message matrix", "attention weights",
                  "attention logits", "causal mask", "flop", "factored", "materialised", "bilinear form"):
         assert term in linked, f"chapters 1-9 never link {term!r} to the glossary"
+
+
+# --- The glossary's words in code names and headings --------------------------------------------
+# A library name (function, class, method) or a notebook variable that contains a defined word
+# must use it in the glossary's sense. "pattern": the name's docstring speaks of W^P (or of the
+# patterns-and-messages form); the softmax's output is "weights". "circuit": a product of weight
+# matrices along one path (W^P_i, W^M_i, W_E W^M_i W_U). Names kept with another sense say why.
+
+KEPT_OTHER_SENSE = {
+    # public names other code relies on (the design notes' list of names to keep)
+    "attnlib.model.Model.patterns": "Model.patterns(tokens) returns attention weights; graders call it",
+    "attnlib.model.Trace.patterns": "the field Model.trace fills from Model.patterns",
+}
+GLOSSARY_SENSE = {
+    "pattern": re.compile(r"W\^P|pattern matri|patterns and messages|patterns too", re.I),
+    "circuit": re.compile(r"W\^P|W\^M|W_E\b|W_U\b|pattern matri|message matri", re.I),
+}
+OLD_NAMES = {  # old name -> the glossary-named function it stands for
+    "attnlib.attention.attention_pattern": "attention_weights",
+    "attnlib.plots.pattern_heatmap": "weights_heatmap",
+    "attnlib.plots.head_patterns": "head_weights",
+}
+
+
+def library_names():
+    """Every public function, class and method of attnlib's modules, by dotted name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import attnlib
+    for info in pkgutil.iter_modules(attnlib.__path__):
+        module = importlib.import_module(f"attnlib.{info.name}")
+        for name, obj in vars(module).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+                continue
+            yield f"{module.__name__}.{name}", obj
+            if inspect.isclass(obj):
+                for member, value in vars(obj).items():
+                    if not member.startswith("_"):
+                        yield f"{module.__name__}.{name}.{member}", value
+
+
+def names_in_another_sense(names) -> list[str]:
+    import inspect
+
+    found = []
+    for dotted, obj in names:
+        leaf = dotted.rsplit(".", 1)[-1].lower()
+        for word, sense in GLOSSARY_SENSE.items():
+            if word not in leaf or dotted in KEPT_OTHER_SENSE or dotted in OLD_NAMES:
+                continue
+            doc = (inspect.getdoc(obj) or "").split("\n\n")[0]
+            if not sense.search(doc):
+                found.append(f"{dotted}: {doc[:80]!r}")
+    return found
+
+
+def test_library_names_use_the_glossary_s_words():
+    found = names_in_another_sense(library_names())
+    assert not found, ("a library name uses a glossary word in another sense (rename it, keep the old "
+                       "name as an alias in OLD_NAMES):\n" + "\n".join(found))
+
+
+def test_the_name_checker_flags_pattern_for_attention_weights():
+    def attention_pattern(Q, K):
+        """Attention weights ``softmax(Q Kᵀ / √d_k)``, one row per query."""
+
+    def qk_circuit(w):
+        """Pattern matrices ``W^P_i = W^Q_i (W^K_i)ᵀ`` for every head."""
+
+    def circuit_of_tokens(x):
+        """The tokens the sentence is made of."""
+
+    found = names_in_another_sense([("m.attention_pattern", attention_pattern), ("m.qk_circuit", qk_circuit),
+                                    ("m.circuit_of_tokens", circuit_of_tokens)])
+    assert [f.split(":")[0] for f in found] == ["m.attention_pattern", "m.circuit_of_tokens"]
+
+
+def test_old_names_are_the_new_functions_and_keep_old_code_running():
+    import importlib
+    import warnings
+
+    import numpy as np
+
+    for dotted, new in OLD_NAMES.items():
+        module_name, old = dotted.rsplit(".", 1)
+        module = importlib.import_module(module_name)
+        assert hasattr(module, new), f"{module_name} has no {new}"
+    from attnlib import attention, attention_pattern, attention_weights, plots
+    assert plots.pattern_heatmap is plots.weights_heatmap and plots.head_patterns is plots.head_weights
+    rng = np.random.default_rng(0)
+    Q, K = rng.standard_normal((2, 2, 5, 3))  # (n_heads, T, d_k) each
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = attention_pattern(Q, K, causal=True)
+    assert np.array_equal(old, attention_weights(Q, K, causal=True))
+    assert [w.category for w in caught] == [PendingDeprecationWarning]
+    assert "attention_weights" in str(caught[0].message)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    assert np.allclose(old @ K, attention(Q, K, K, causal=True))
+
+
+def test_the_old_name_writes_nothing_to_stderr_in_a_notebook_s_main_module():
+    """An old notebook (or a graded test cell: nbgrader fails a cell that writes to stderr) keeps running quietly."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, attnlib\n"
+            "A = attnlib.attention_pattern(np.eye(3), np.eye(3))\n"
+            "print(A.shape)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "(3, 3)" and run.stderr == ""
+    # a DeprecationWarning in __main__ is shown by default (the check can fail): the alias avoids it
+    loud = subprocess.run([sys.executable, "-c", "import warnings; warnings.warn('x', DeprecationWarning)"],
+                          capture_output=True, text=True, timeout=60)
+    assert "DeprecationWarning" in loud.stderr
+
+
+NOTEBOOK_ASSIGNMENT = re.compile(r"^\s*(\w*pattern\w*)\s*=\s*(.*)$", re.I | re.M)
+WEIGHTS_CALL = re.compile(r"attention_weights|attention_pattern|softmax\(|\.patterns\(")
+
+
+def notebook_names_in_another_sense(source: str) -> list[str]:
+    """Variables named *pattern* that hold attention weights (the softmax's output)."""
+    return [m.group(1) for m in NOTEBOOK_ASSIGNMENT.finditer(source) if WEIGHTS_CALL.search(m.group(2))]
+
+
+def test_notebook_variables_named_pattern_hold_patterns():
+    assert notebook_names_in_another_sense("pattern = attnlib.attention_weights(Q, K)") == ["pattern"]
+    assert notebook_names_in_another_sense("P_pattern = X @ W_P  # (T, d_model)") == []
+    found = [f"{path.relative_to(ROOT)}: {name}" for path in NOTEBOOKS
+             for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+             for name in notebook_names_in_another_sense(cell.source)]
+    assert not found, f"variables named pattern holding attention weights: {found}"
