@@ -63,8 +63,52 @@ class Example(NamedTuple):
     heads: tuple = HEADS
 
 
+def token_embedding() -> np.ndarray:
+    """The embedding ``W_E``: one row per word of ``WORDS``, the vector it enters the residual stream as.
+
+    Returns
+    -------
+    W_E : (n_words, d_model) ndarray
+        Row ``a`` is 1 in word ``a``'s dimension, 0 elsewhere.
+
+    Examples
+    --------
+    >>> token_embedding()[WORDS.index("cat")][:5]
+    array([0., 1., 0., 0., 0.])
+    """
+    W_E = np.zeros((len(WORDS), D_MODEL))
+    W_E[:, _WORD] = np.eye(len(WORDS))
+    return W_E
+
+
+def position_embedding(T: int = MAX_TOKENS) -> np.ndarray:
+    """The position embedding: row ``t`` (from 0) is ``(cos tθ, sin tθ)`` in the two position dimensions.
+
+    Parameters
+    ----------
+    T : int
+        How many positions, at most ``MAX_TOKENS``.
+
+    Returns
+    -------
+    W_pos : (T, d_model) ndarray
+
+    Examples
+    --------
+    >>> position_embedding(2)[:, 10:].round(2)
+    array([[1.  , 0.  ],
+           [0.71, 0.71]])
+    """
+    if not isinstance(T, (int, np.integer)) or not 1 <= T <= MAX_TOKENS:
+        raise ValueError(f"T must be a whole number of positions from 1 to {MAX_TOKENS}, got {T!r}")
+    t = np.arange(T)
+    W_pos = np.zeros((T, D_MODEL))
+    W_pos[:, _POS] = np.stack([np.cos(t * ANGLE), np.sin(t * ANGLE)], axis=1)  # (T, 2)
+    return W_pos
+
+
 def embed(tokens=SENTENCE) -> np.ndarray:
-    """The tokens as rows of ``X``: their word's dimension and their position.
+    """The tokens as rows of ``X``: each word's embedding plus its position's.
 
     Parameters
     ----------
@@ -74,8 +118,9 @@ def embed(tokens=SENTENCE) -> np.ndarray:
     Returns
     -------
     X : (T, d_model) ndarray
-        Row ``t`` (counting from 0) is 1 in the word's dimension and
-        ``(cos tθ, sin tθ)`` in the two position dimensions; ``prev:`` is 0.
+        Row ``t`` (counting from 0) is ``W_E[word] + W_pos[t]``: 1 in the
+        word's dimension and ``(cos tθ, sin tθ)`` in the two position
+        dimensions; ``prev:`` is 0, free for a head to write into.
 
     Examples
     --------
@@ -91,11 +136,8 @@ def embed(tokens=SENTENCE) -> np.ndarray:
     if len(tokens) > MAX_TOKENS:
         raise ValueError(f"tokens has {len(tokens)} words; at most {MAX_TOKENS} have positions the"
                          f" previous-token head tells apart (position t and t + 8 are one direction)")
-    X = np.zeros((len(tokens), D_MODEL))
-    for t, word in enumerate(tokens):
-        X[t, WORDS.index(word)] = 1.0
-        X[t, _POS] = np.cos(t * ANGLE), np.sin(t * ANGLE)
-    return X
+    ids = [WORDS.index(word) for word in tokens]
+    return token_embedding()[ids] + position_embedding(len(tokens))  # (T, d_model)
 
 
 def weights(sharpness: float = 30.0) -> Weights:

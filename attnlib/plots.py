@@ -201,11 +201,17 @@ def spectrum(values, labels=None, ax=None, title="singular values", rank_line=No
     ax = _ax(ax, figsize=(5.2, 3.4))
     colours = _ramp(len(values))
     idx = np.arange(1, values.shape[1] + 1)
+    # Each line its own marker and dash, later ones hollow and larger: lines that
+    # coincide (two equal spectra) still show both.
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
     for k, (s, c) in enumerate(zip(values, colours)):
+        marker, dash = styles[k % len(styles)]
+        style = dict(marker=marker, ls=dash, color=c, label=labels[k] if labels else None,
+                     ms=3 + 2.5 * (k > 0), mfc="none" if k > 0 else c, lw=1.2)
         if log:
-            ax.semilogy(idx, np.maximum(s, 1e-18), "o-", ms=3, color=c, label=labels[k] if labels else None)
+            ax.semilogy(idx, np.maximum(s, 1e-18), **style)
         else:
-            ax.plot(idx, s, "o-", ms=3, color=c, label=labels[k] if labels else None)
+            ax.plot(idx, s, **style)
     if rank_line is not None:
         ax.axvline(rank_line + 0.5, color="grey", ls="--", lw=1)
         ax.text(rank_line + 0.7, ax.get_ylim()[1], f"d_head = {rank_line}", va="top", fontsize=8)
@@ -417,3 +423,85 @@ def eigenvalue_plane(ev, labels=None, ax=None, title="eigenvalues"):
 # the same functions, so notebooks written against them keep running.
 pattern_heatmap = weights_heatmap
 head_patterns = head_weights
+
+
+def model_overview(tokens=("the", "cat", "sat"), predictions=("cat", "sat", "on"), ax=None):
+    """The model around one attention layer: tokens in, a next-token prediction out.
+
+    One column per token, bottom to top: the token; its embedding (word plus
+    position) starts its residual stream; the attention layer's heads read
+    the residual streams of the tokens it may see and each adds its term; the
+    unembedding turns the last residual stream into output logits, whose
+    largest names the predicted next token.
+
+    Parameters
+    ----------
+    tokens : sequence of str
+        The input tokens, one column each (three or four fit).
+    predictions : sequence of str
+        The next token each column predicts (written at the top).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> fig = model_overview(("the", "cat"), ("cat", "sat"))
+    >>> len(fig.axes[0].patches) > 0
+    True
+    """
+    tokens, predictions = [str(t) for t in tokens], [str(p) for p in predictions]
+    if len(tokens) != len(predictions) or not tokens:
+        raise ValueError(f"tokens has {len(tokens)} entries and predictions {len(predictions)}:"
+                         " give one prediction per token (at least one)")
+    from matplotlib.patches import FancyBboxPatch
+
+    n = len(tokens)
+    ax = _ax(ax, figsize=(2.3 * n + 2.6, 6.4))
+    ax.set_xlim(-2.9, 2.3 * (n - 1) + 1.2)
+    ax.set_ylim(-0.6, 8.1)
+    ax.set_axis_off()
+    viridis = plt.get_cmap("viridis")
+
+    def pale(v, amount):  # a viridis colour mixed with white: fills that black text reads on
+        return tuple(amount + (1 - amount) * np.array(viridis(v)[:3]))
+
+    light, mid, dark, stream = pale(0.9, 0.7), pale(0.55, 0.6), viridis(0.15), viridis(0.35)
+
+    def box(x, y, w, h, text, face="white", size=9, weight="normal"):
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.04",
+                                    facecolor=face, edgecolor=dark, lw=1.2))
+        ax.text(x, y, text, ha="center", va="center", fontsize=size, color="black", weight=weight)
+
+    def arrow(x0, y0, x1, y1, colour=dark):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.3, shrinkA=0, shrinkB=0))
+
+    xs = [2.3 * k for k in range(n)]
+    band = (xs[0] - 1.0, xs[-1] + 1.0)
+    for t, (x, token, nxt) in enumerate(zip(xs, tokens, predictions), start=1):
+        box(x, 0.0, 1.5, 0.6, f"“{token}”", face=light, weight="bold")
+        arrow(x, 0.32, x, 0.78)
+        box(x, 1.25, 1.8, 0.8, f"embedding\n{token} + position {t}", face=light, size=8)
+        ax.plot([x, x], [1.67, 5.55], color=stream, lw=7, solid_capstyle="butt", zorder=0)
+        ax.add_patch(plt.Circle((x, 4.2), 0.2, facecolor="white", edgecolor=dark, lw=1.2, zorder=3))
+        ax.text(x, 4.2, "+", ha="center", va="center", fontsize=11, color="black", zorder=4)
+        arrow(x + 0.45, 3.62, x + 0.2, 4.05)  # the layer's output, added into the stream
+        arrow(x - 0.02, 2.45, x - 0.02, 2.82)  # the stream, read by the heads
+        box(x, 6.0, 1.5, 0.75, "unembedding\n$W_U$", face=light, size=8)
+        arrow(x, 6.4, x, 6.95)
+        box(x, 7.35, 1.6, 0.6, f"next: “{nxt}”", face="white", size=9, weight="bold")
+    ax.add_patch(FancyBboxPatch((band[0], 2.85), band[1] - band[0], 0.75, boxstyle="round,pad=0.04",
+                                facecolor=mid, edgecolor=dark, lw=1.2, zorder=2))
+    ax.text((band[0] + band[1]) / 2, 3.22, "attention layer: heads 0, 1, …, each reads the streams"
+            " and adds a term", ha="center", va="center", fontsize=8.5, color="black", zorder=3)
+    lx = band[0] - 0.15
+    notes = [(0.0, "tokens"), (1.25, "token and\nposition\nembeddings"), (2.4, "residual\nstream $x_t$\n"
+             "($d_\\mathrm{model}$\nnumbers)"), (3.22, "every head\nreads it and\nwrites into it"),
+             (4.85, "(more layers\nin a deep\nmodel)"), (6.0, "output logits\n$x_t W_U$"),
+             (7.35, "prediction")]
+    for y, text in notes:
+        ax.text(lx, y, text, ha="right", va="center", fontsize=8, color="black")
+    return ax.figure

@@ -467,3 +467,121 @@ def model_explorer(model, tokens, top=8):
                     alt="Left: the chosen head's attention weights on a sequence, queries as rows and keys as "
                         "columns. Right: the largest entries of its full OV circuit, as bars labelled "
                         "'attended token → raised output token', copying entries in the darker colour.")
+
+
+def message_explorer(X, weights, tokens, features, head_names=None):
+    """What one head does for one token: what it looks for, whom it reads, what it writes.
+
+    Three panels share the model dimensions (``features``) as rows. Left,
+    the token's pattern ``p_t = x_t W^P_i`` (what it looks for). Middle, the
+    messages ``m_s = x_s W^M_i`` of every token, one column each, with the
+    token's attention weight on each written under its name and the columns
+    it reads from (weight above 0.1) outlined. Right, the residual stream of
+    the token before the layer (``x_t``), the term the head writes
+    (``Σ_s A_{ts} m_s``) and the two added (``x_t`` plus the term). The
+    controls choose the head and the token.
+
+    Parameters
+    ----------
+    X : (T, d_model) array_like
+    weights : Weights
+    tokens : list of str
+        One name per row of ``X``.
+    features : list of str
+        One name per model dimension.
+    head_names : list of str, optional
+        What each head does, shown in the titles.
+
+    Returns
+    -------
+    Explorer
+
+    Examples
+    --------
+    >>> from attnlib import example
+    >>> ex = example.sentence()
+    >>> e = message_explorer(ex.X, ex.weights, ex.tokens, ex.features, ex.heads)
+    >>> len(e.values), e.values[2]  # (head, token) for 2 heads and 6 tokens
+    (12, (0, 2))
+    """
+    from matplotlib.patches import Rectangle
+
+    from .circuits import ov_circuit, qk_circuit
+
+    X = check_layer_input(X, weights)
+    T, D = X.shape
+    tokens, features = [str(t) for t in tokens], [str(f) for f in features]
+    if len(tokens) != T:
+        raise ValueError(f"tokens has {len(tokens)} names, expected one per row of X ({T})")
+    if len(features) != D:
+        raise ValueError(f"features has {len(features)} names, expected one per column of X (d_model = {D})")
+    if head_names is not None and len(head_names) != weights.n_heads:
+        raise ValueError(f"head_names has {len(head_names)} names, expected n_heads = {weights.n_heads}")
+    W_P, W_M = qk_circuit(weights).full(), ov_circuit(weights).full()  # each (n_heads, d_model, d_model)
+    P = X @ W_P  # (n_heads, T, d_model): the patterns
+    M = X @ W_M  # (n_heads, T, d_model): the messages
+    A = softmax(P @ X.T / np.sqrt(weights.d_head))  # (n_heads, T, T)
+    terms = A @ M  # (n_heads, T, d_model): what each head writes for each token
+
+    fig, (ax_p, ax_m, ax_s) = plt.subplots(
+        1, 3, figsize=(10.4, 4.6), facecolor=FACE, layout="constrained",
+        gridspec_kw={"width_ratios": [1.0, 0.55 * T + 0.6, 3 * 0.9]})
+    lim_p = float(np.abs(P).max()) or 1.0
+    lim = float(max(np.abs(M).max(), np.abs(X + terms).max())) or 1.0
+    im_p = ax_p.imshow(P[0, 0][:, None], cmap="cividis", vmin=-lim_p, vmax=lim_p, aspect="auto")
+    im_m = ax_m.imshow(M[0].T, cmap="cividis", vmin=-lim, vmax=lim, aspect="auto")
+    im_s = ax_s.imshow(np.zeros((D, 3)), cmap="cividis", vmin=-lim, vmax=lim, aspect="auto")
+    ax_p.set_yticks(range(D), features)
+    ax_p.set_xticks([0], ["$p_t$"])
+    ax_p.set_ylabel("model dimension")
+    for ax in (ax_m, ax_s):
+        ax.set_yticks(range(D), [])
+    ax_s.set_xticks(range(3), ["before\n$x_t$", "head writes\n(term)", "after\n$x_t$ + term"])
+    fig.colorbar(im_s, ax=[ax_m, ax_s], label="value", shrink=0.85)
+    text_p = [ax_p.text(0, d, "", ha="center", va="center", fontsize=7) for d in range(D)]
+    text_s = [[ax_s.text(j, d, "", ha="center", va="center", fontsize=7) for j in range(3)] for d in range(D)]
+    boxes = [ax_m.add_patch(Rectangle((s - 0.5, -0.5), 1, D, fill=False, lw=2.5, ec="white", visible=False))
+             for s in range(T)]
+    ax_p.set_title("pattern: looks for", fontsize=10)
+    ax_m.set_title("messages $m_s$ it reads", fontsize=10)
+    ax_s.set_title("the token's residual stream", fontsize=10)
+    ax_m.set_xlabel("token $s$, and the attention weight on it")
+    title = fig.suptitle("")
+
+    def ink(value, limit):  # black on the pale end of cividis, white on the dark end
+        return "black" if value > 0.2 * limit else "white"
+
+    def cell(v):
+        return "" if abs(v) < 0.005 else f"{v:.2f}" if abs(v) < 9.995 else f"{v:.0f}"
+
+    def name(i):
+        return f"head {i}" + (f" ({head_names[i]})" if head_names is not None else "")
+
+    def update(setting):
+        i, t = setting
+        im_p.set_data(P[i, t][:, None])
+        im_m.set_data(M[i].T)
+        state = np.stack([X[t], terms[i, t], X[t] + terms[i, t]], axis=1)  # (d_model, 3)
+        im_s.set_data(state)
+        for d in range(D):
+            text_p[d].set_text(cell(P[i, t, d]))
+            text_p[d].set_color(ink(P[i, t, d], lim_p))
+            for j in range(3):
+                text_s[d][j].set_text(cell(state[d, j]))
+                text_s[d][j].set_color(ink(state[d, j], lim))
+        ax_m.set_xticks(range(T), [f"{tok}\n{a:.2f}" for tok, a in zip(tokens, A[i, t])])
+        for s, box in enumerate(boxes):
+            box.set_visible(bool(A[i, t, s] > 0.1))
+        title.set_text(f"{name(i)}, token {t}: “{tokens[t]}”")
+
+    settings = [(i, t) for i in range(weights.n_heads) for t in range(T)]
+    labels = [f"head {i}, “{tokens[t]}”" for i, t in settings]
+    controls = [("head", [(str(i), i) for i in range(weights.n_heads)]),
+                ("token", [(f"{t}: {tok}", t) for t, tok in enumerate(tokens)])]
+    return Explorer(fig, update, settings, "head and token", labels=labels, controls=controls,
+                    alt="Three panels sharing the model dimensions as rows. Left: the chosen token's pattern "
+                        "through the chosen head, what it looks for. Middle: the head's message from every "
+                        "token, one column per token, with the token's attention weight on each under its "
+                        "name and the columns it reads outlined. Right: the token's residual stream before "
+                        "the layer, the term the head writes, and the two added. The slider steps through "
+                        "each head and each token.")

@@ -27,6 +27,30 @@ def test_the_embedding_reads_as_word_and_position():
 
 
 @pytest.mark.parametrize("tokens", SENTENCES, ids=" ".join)
+def test_x_is_the_token_embedding_plus_the_position_embedding(tokens):
+    W_E, W_pos = example.token_embedding(), example.position_embedding(len(tokens))
+    assert W_E.shape == (5, 12) and W_pos.shape == (len(tokens), 12)
+    assert not W_E[:, 5:].any() and not W_pos[:, :10].any()  # words and positions in their own dimensions
+    ids = [example.WORDS.index(t) for t in tokens]
+    assert np.array_equal(example.embed(tokens), W_E[ids] + W_pos)
+
+
+@pytest.mark.parametrize("T", [0, 7, 2.5, "3"])
+def test_position_embedding_names_a_bad_length(T):
+    with pytest.raises(ValueError, match="T must be"):
+        example.position_embedding(T)
+
+
+def test_head_0_writes_what_its_token_did_not_have():
+    ex = example.sentence()
+    M0 = ex.X @ attnlib.ov_circuit(ex.weights)[0].full()  # (T, d_model): head 0's messages
+    term = _weights(ex.X, ex.weights)[0] @ M0  # (T, d_model): what head 0 writes
+    for t in range(1, 6):
+        j = example.FEATURES.index("prev:" + ex.tokens[t - 1])
+        assert ex.X[t, j] == 0 and term[t, j] > 0.9  # new at the destination
+
+
+@pytest.mark.parametrize("tokens", SENTENCES, ids=" ".join)
 @pytest.mark.parametrize("causal", [False, True])
 def test_head_0_looks_at_the_previous_token(tokens, causal):
     ex = example.sentence(tokens)

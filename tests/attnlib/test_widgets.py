@@ -30,6 +30,7 @@ def explorers():
         "noise": widgets.noise_explorer(np.eye(4), np.eye(4), 30 * (np.eye(4)[0] + np.eye(4)[1]), sampler, 0, 1, trials=30),
         "head": widgets.head_explorer(X, w, list("abcdef")),
         "model": widgets.model_explorer(load("induction"), [50, 1, 2, 3, 1, 2, 3]),
+        "message": widgets.message_explorer(X, w, list("abcdef"), [f"d{j}" for j in range(16)]),
     }
 
 
@@ -44,7 +45,7 @@ def test_each_value_draws_a_different_picture(explorers):
 
 
 def test_live_controls_redraw(explorers):
-    counts = {"beta": 1, "noise": 2, "head": 2, "model": 2}  # β; α and wide key; head and causal; layer and head
+    counts = {"beta": 1, "noise": 2, "head": 2, "model": 2, "message": 2}  # β; α and wide key; head and causal; layer and head; head and token
     for name, e in explorers.items():
         box = e.widget()
         *controls, out = box.children
@@ -162,3 +163,37 @@ def test_head_explorer_without_the_mask_has_one_control_and_names_the_heads():
     assert "chooses the head" in e.alt and "masked" not in e.alt
     with pytest.raises(ValueError, match="head_names has 1 names, expected n_heads = 2"):
         widgets.head_explorer(ex.X, ex.weights, causal=(False,), head_names=["one"])
+
+
+def test_message_explorer_shows_the_pattern_the_messages_read_and_the_term_written():
+    from attnlib import example
+
+    ex = example.sentence()
+    e = widgets.message_explorer(ex.X, ex.weights, ex.tokens, ex.features, head_names=ex.heads)
+    assert e.values == [(i, t) for i in range(2) for t in range(6)]
+    assert [name for name, _ in e.controls] == ["head", "token"]
+    W_P, W_M = (c.full() for c in (attnlib.qk_circuit(ex.weights), attnlib.ov_circuit(ex.weights)))
+    A = attnlib.attention_weights(ex.X @ ex.weights.W_Q_heads, ex.X @ ex.weights.W_K_heads)  # (2, T, T)
+    ax_p, ax_m, ax_s = e.fig.axes[:3]
+    for i, t in [(0, 2), (1, 4), (0, 0)]:
+        e.update((i, t))
+        assert np.allclose(ax_p.images[0].get_array()[:, 0], ex.X[t] @ W_P[i])  # the pattern p_t
+        assert np.allclose(ax_m.images[0].get_array(), (ex.X @ W_M[i]).T)  # every message, one column each
+        before, term, after = np.asarray(ax_s.images[0].get_array()).T
+        assert np.array_equal(before, ex.X[t])
+        assert np.allclose(term, A[i, t] @ ex.X @ W_M[i]) and np.allclose(after, before + term)
+        outlined = [s for s, box in enumerate(ax_m.patches) if box.get_visible()]
+        assert outlined == list(np.flatnonzero(A[i, t] > 0.1))
+        assert [lab.get_text().split("\n")[1] for lab in ax_m.get_xticklabels()] == [f"{a:.2f}" for a in A[i, t]]
+        assert ex.tokens[t] in e.fig._suptitle.get_text()
+    # head 0 at "sat": it reads "cat" and writes prev:cat, new in "sat"'s residual stream
+    e.update((0, 2))
+    term = ax_s.images[0].get_array()[:, 1]
+    assert [s for s, box in enumerate(ax_m.patches) if box.get_visible()] == [1]
+    assert term[ex.features.index("prev:cat")] > 0.9 and ex.X[2, ex.features.index("prev:cat")] == 0
+    html = e.scrubber()._repr_html_()
+    assert html.count('aria-label="head and token"') == 1 and "“sat”" in html
+    with pytest.raises(ValueError, match="features has 3 names"):
+        widgets.message_explorer(ex.X, ex.weights, ex.tokens, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="tokens has 2 names"):
+        widgets.message_explorer(ex.X, ex.weights, ["a", "b"], ex.features)

@@ -141,7 +141,8 @@ def test_the_glossary_defines_the_book_s_vocabulary():
     terms = glossary_terms()
     for term in ("pattern", "pattern matrix", "message", "message matrix", "attention weights",
                  "attention logits", "output logits", "causal mask", "flop", "materialised", "factored",
-                 "bilinear form", "embedding", "unembedding", "eigenvalue", "copying score", "forms"):
+                 "bilinear form", "embedding", "unembedding", "residual stream", "circuit", "eigenvalue",
+                 "copying score", "forms"):
         assert term in terms, f"the glossary does not define {term!r}"
 
 
@@ -171,7 +172,8 @@ def test_chapters_1_to_9_link_the_glossary():
                         target = re.search(r"<([^>]*)>\s*$", role)
                         linked.add((target.group(1) if target else role).strip().lower())
     for term in ("pattern", "pattern matrix", "message", "message matrix", "attention weights",
-                 "attention logits", "causal mask", "flop", "factored", "materialised", "bilinear form"):
+                 "attention logits", "causal mask", "flop", "factored", "materialised", "bilinear form",
+                 "embedding", "residual stream", "unembedding", "circuit"):
         assert term in linked, f"chapters 1-9 never link {term!r} to the glossary"
 
 
@@ -309,3 +311,20 @@ def test_notebook_variables_named_pattern_hold_patterns():
              for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
              for name in notebook_names_in_another_sense(cell.source)]
     assert not found, f"variables named pattern holding attention weights: {found}"
+
+
+def test_chapters_1_to_9_cross_references_read_as_text_in_jupyter():
+    """JupyterLab shows a MyST role such as {ref}`chapter 3 <ch-split-wo>` raw: chapters 1-9 link with Markdown."""
+    roles = re.compile(r"\{(ref|doc|numref)\}`[^`]*`")
+    found = [f"{path.name} cell {i}: {m.group(0)}" for path in NOTEBOOKS
+             if path.parent.name == "chapters" and path.stem[:2].isdigit() and int(path.stem[:2]) <= 9
+             for i, cell in enumerate(nbformat.read(path, as_version=4).cells) if cell.cell_type == "markdown"
+             for m in roles.finditer(cell.source)]
+    assert not found, f"cross-references Jupyter shows raw (use [text](file.ipynb)): {found}"
+    links = [m for path in NOTEBOOKS
+             if path.parent.name == "chapters" and path.stem[:2].isdigit() and int(path.stem[:2]) <= 9
+             for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "markdown"
+             for m in re.findall(r"\]\(([^)#]+\.(?:ipynb|md))\)", cell.source)]
+    assert len(links) > 30, f"chapters 1-9 link other pages more than {len(links)} times"
+    missing = [link for link in links if not (ROOT / "chapters" / link).resolve().is_file()]
+    assert not missing, f"links to files that do not exist: {missing}"
