@@ -148,7 +148,8 @@ ifeq ($(EDITION),course)
 	@mkdir -p course/book/_build/pdf
 	cp course/book/_build/latex/$(PDF_NAME).pdf course/book/_build/pdf/$(PDF_NAME)-course.pdf
 	cp course/book/_build/latex/$(PDF_NAME).log course/book/_build/pdf/$(PDF_NAME)-course.log
-	@test ! -d course/book/_build/html || cp course/book/_build/pdf/$(PDF_NAME)-course.pdf course/book/_build/html/$(PDF_NAME).pdf
+	@test ! -d course/book/_build/html || { cp course/book/_build/pdf/$(PDF_NAME)-course.pdf course/book/_build/html/$(PDF_NAME).pdf \
+	    && $(BIN)/python scripts/pdf_link.py course/book/_build/html; }
 	@echo "Course edition PDF: course/book/_build/pdf/$(PDF_NAME)-course.pdf"
 else ifeq ($(EDITION),self-study)
 	$(call twice,PM_FIGURE_FORMATS=png$(comma)pdf $(BIN)/jupyter-book build . --builder latex $(PDF_FRESH) --warningiserror --nitpick --keep-going)
@@ -157,7 +158,7 @@ else ifeq ($(EDITION),self-study)
 	@mkdir -p _build/pdf
 	cp _build/latex/$(PDF_NAME).pdf _build/latex/$(PDF_NAME).log _build/pdf/
 	@# beside the site too, where the intro's download link points
-	@test ! -d _build/html || cp _build/pdf/$(PDF_NAME).pdf _build/html/
+	@test ! -d _build/html || { cp _build/pdf/$(PDF_NAME).pdf _build/html/ && $(BIN)/python scripts/pdf_link.py _build/html; }
 	@echo "PDF: _build/pdf/$(PDF_NAME).pdf"
 else
 	@echo "EDITION must be self-study (the default) or course, not '$(EDITION)'"; exit 2

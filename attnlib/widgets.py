@@ -524,8 +524,8 @@ def message_explorer(X, weights, tokens, features, head_names=None):
     terms = A @ M  # (n_heads, T, d_model): what each head writes for each token
 
     fig, (ax_p, ax_m, ax_s) = plt.subplots(
-        1, 3, figsize=(10.4, 4.6), facecolor=FACE, layout="constrained",
-        gridspec_kw={"width_ratios": [1.0, 0.55 * T + 0.6, 3 * 0.9]})
+        1, 3, figsize=(9.6, 5.0), facecolor=FACE, layout="constrained",
+        gridspec_kw={"width_ratios": [1.0, 0.55 * T + 0.6, 3 * 1.0]})
     lim_p = float(np.abs(P).max()) or 1.0
     lim = float(max(np.abs(M).max(), np.abs(X + terms).max())) or 1.0
     im_p = ax_p.imshow(P[0, 0][:, None], cmap="cividis", vmin=-lim_p, vmax=lim_p, aspect="auto")
@@ -538,21 +538,21 @@ def message_explorer(X, weights, tokens, features, head_names=None):
         ax.set_yticks(range(D), [])
     ax_s.set_xticks(range(3), ["before\n$x_t$", "head writes\n(term)", "after\n$x_t$ + term"])
     fig.colorbar(im_s, ax=[ax_m, ax_s], label="value", shrink=0.85)
-    text_p = [ax_p.text(0, d, "", ha="center", va="center", fontsize=7) for d in range(D)]
-    text_s = [[ax_s.text(j, d, "", ha="center", va="center", fontsize=7) for j in range(3)] for d in range(D)]
+    text_p = [ax_p.text(0, d, "", ha="center", va="center", fontsize=9) for d in range(D)]
+    text_s = [[ax_s.text(j, d, "", ha="center", va="center", fontsize=9) for j in range(3)] for d in range(D)]
     boxes = [ax_m.add_patch(Rectangle((s - 0.5, -0.5), 1, D, fill=False, lw=2.5, ec="white", visible=False))
              for s in range(T)]
     ax_p.set_title("pattern: looks for", fontsize=10)
     ax_m.set_title("messages $m_s$ it reads", fontsize=10)
     ax_s.set_title("the token's residual stream", fontsize=10)
     ax_m.set_xlabel("token $s$, and the attention weight on it")
-    title = fig.suptitle("")
+    title = fig.suptitle("", fontsize=12)
 
     def ink(value, limit):  # black on the pale end of cividis, white on the dark end
         return "black" if value > 0.2 * limit else "white"
 
     def cell(v):
-        return "" if abs(v) < 0.005 else f"{v:.2f}" if abs(v) < 9.995 else f"{v:.0f}"
+        return "" if abs(v) < 0.005 else f"{v:.2f}".rstrip("0").rstrip(".") if abs(v) < 9.995 else f"{v:.0f}"
 
     def name(i):
         return f"head {i}" + (f" ({head_names[i]})" if head_names is not None else "")
