@@ -30,7 +30,6 @@ def explorers():
         "noise": widgets.noise_explorer(np.eye(4), np.eye(4), 30 * (np.eye(4)[0] + np.eye(4)[1]), sampler, 0, 1, trials=30),
         "head": widgets.head_explorer(X, w, list("abcdef")),
         "model": widgets.model_explorer(load("induction"), [50, 1, 2, 3, 1, 2, 3]),
-        "message": widgets.message_explorer(X, w, list("abcdef"), [f"d{j}" for j in range(16)]),
     }
 
 
@@ -45,7 +44,7 @@ def test_each_value_draws_a_different_picture(explorers):
 
 
 def test_live_controls_redraw(explorers):
-    counts = {"beta": 1, "noise": 2, "head": 2, "model": 2, "message": 2}  # β; α and wide key; head and causal; layer and head; head and token
+    counts = {"beta": 1, "noise": 2, "head": 2, "model": 2}  # β; α and wide key; head and causal; layer and head
     for name, e in explorers.items():
         box = e.widget()
         *controls, out = box.children
@@ -193,6 +192,12 @@ def test_message_explorer_shows_the_pattern_the_messages_read_and_the_term_writt
     assert term[ex.features.index("prev:cat")] > 0.9 and ex.X[2, ex.features.index("prev:cat")] == 0
     html = e.scrubber()._repr_html_()
     assert html.count('aria-label="head and token"') == 1 and "“sat”" in html
+    assert re.search(r'<img alt="[^"]{20,}"', html) and "fa fa-" not in html
+    assert not re.search(r"""(src|href)=["']https?://""", html)  # self-contained: works offline
+    head, token, _ = e.widget().children  # live controls: the head and the token
+    before = e.png()
+    token.index = 3
+    assert e.png() != before and e.fig._suptitle.get_text().endswith("“on”")
     with pytest.raises(ValueError, match="features has 3 names"):
         widgets.message_explorer(ex.X, ex.weights, ex.tokens, ["a", "b", "c"])
     with pytest.raises(ValueError, match="tokens has 2 names"):
