@@ -56,7 +56,7 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     assert course_mod.test_cells_stand_alone(NAME) == []
     test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test-proj")
-    borrowing = nbformat.v4.new_code_cell("assert M.shape == (7, 7), 'M is the projector'")
+    borrowing = nbformat.v4.new_code_cell("assert Pi.shape == (7, 7), 'Pi is the projector'")
     borrowing.metadata["nbgrader"] = {"grade": True, "grade_id": "test-borrow", "locked": True, "points": 1,
                                       "schema_version": 3, "solution": False}
     nb.cells.insert(nb.cells.index(test) + 1, borrowing)
@@ -65,7 +65,7 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     nbformat.write(nb, fake / NOTEBOOK)
     monkeypatch.setattr(course, "ROOT", tmp_path)
     problems = course_mod.test_cells_stand_alone(NAME)
-    assert problems == [f"{NAME}: test cell 'test-borrow' uses 'M', which only test cell 'test-proj' defines"]
+    assert problems == [f"{NAME}: test cell 'test-borrow' uses 'Pi', which only test cell 'test-proj' defines"]
 
 
 def _proj(body=None, before=None):
