@@ -320,30 +320,30 @@ WRONG = {
         ("fixed_combine_heads", "test-fix-combine", "divided by sqrt(d_head), as the scores are",
          "h, _, d = Z.shape\nreturn sum(Z[i] @ W_O[i * d:(i + 1) * d] for i in range(h)) / np.sqrt(d)"),
         ("detects_reader_bug", "test-detect-reader", "tries orthonormal columns, where the bug hides",
-         "A = np.linalg.qr(np.random.default_rng(7).standard_normal((6, 2)))[0]\nM = f(A)\n"
-         "return not (np.allclose(M @ M, M) and np.allclose(M @ A, A))"),
-        ("detects_reader_bug", "test-detect-reader", "checks only that M is symmetric",
-         "M = f(np.random.default_rng(7).standard_normal((6, 2)))\nreturn not np.allclose(M, M.T)"),
+         "U = np.linalg.qr(np.random.default_rng(7).standard_normal((6, 2)))[0]\nPi = f(U)\n"
+         "return not (np.allclose(Pi @ Pi, Pi) and np.allclose(Pi @ U, U))"),
+        ("detects_reader_bug", "test-detect-reader", "checks only that Pi is symmetric",
+         "Pi = f(np.random.default_rng(7).standard_normal((6, 2)))\nreturn not np.allclose(Pi, Pi.T)"),
         ("detects_reader_bug", "test-detect-reader", "checks only the shape",
          "return f(np.ones((6, 2))).shape != (6, 6)"),
-        ("detects_reader_bug", "test-detect-reader", "checks that M sends the orthogonal part to zero, only",
-         "A = np.random.default_rng(7).standard_normal((6, 2))\n"
-         "v = np.linalg.svd(A)[0][:, 2:].T\nreturn not np.allclose(v @ f(A), 0)"),
-        ("detects_reader_bug", "test-detect-reader", "the residual (v_a + v_b) M - v_a returned, not a verdict",
+        ("detects_reader_bug", "test-detect-reader", "checks that Pi sends the orthogonal part to zero, only",
+         "U = np.random.default_rng(7).standard_normal((6, 2))\n"
+         "v = np.linalg.svd(U)[0][:, 2:].T\nreturn not np.allclose(v @ f(U), 0)"),
+        ("detects_reader_bug", "test-detect-reader", "the residual (v_a + v_b) Pi - v_a returned, not a verdict",
          "rng = np.random.default_rng(7)\nbasis = np.linalg.qr(rng.standard_normal((6, 6)))[0]\n"
-         "A = basis[:, :2] @ rng.standard_normal((2, 2))\n"
-         "v_a, v_b = A @ rng.standard_normal(2), basis[:, 2:] @ rng.standard_normal(4)\n"
-         "return (v_a + v_b) @ f(A) - v_a"),
+         "U = basis[:, :2] @ rng.standard_normal((2, 2))\n"
+         "v_a, v_b = U @ rng.standard_normal(2), basis[:, 2:] @ rng.standard_normal(4)\n"
+         "return (v_a + v_b) @ f(U) - v_a"),
         ("detects_reader_bug", "test-detect-reader", "flags every function, right or wrong",
          "return True"),
         ("fixed_subspace_reader", "test-fix-reader", "the colleague's code unchanged",
-         "return subspace_reader(A)"),
+         "return subspace_reader(U)"),
         ("fixed_subspace_reader", "test-fix-reader", "the complement",
-         "return np.eye(len(A)) - A @ np.linalg.solve(A.T @ A, A.T)"),
+         "return np.eye(len(U)) - U @ np.linalg.solve(U.T @ U, U.T)"),
         ("fixed_subspace_reader", "test-fix-reader", "normalised by the trace",
-         "return A @ A.T / np.trace(A.T @ A)"),
-        ("fixed_subspace_reader", "test-fix-reader", "half the formula: A (A^T A)^-1, a d x m matrix",
-         "return A @ np.linalg.inv(A.T @ A)"),
+         "return U @ U.T / np.trace(U.T @ U)"),
+        ("fixed_subspace_reader", "test-fix-reader", "half the formula: U (U^T U)^-1, a d x m matrix",
+         "return U @ np.linalg.inv(U.T @ U)"),
     ],
     "07_bookkeeping": [
         ("shapes", "test-shapes", "a head's output as wide as the model",
@@ -610,18 +610,18 @@ ALTERNATIVES = {
         ("fixed_combine_heads", "W_O split into row blocks, einsum",
          "blocks = np.stack(np.split(W_O, Z.shape[0]))   # (n_heads, d_head, d_model)\n"
          "return np.einsum('htd,hdm->tm', Z, blocks)"),
-        ("detects_reader_bug", "keeps A's columns, removes their orthogonal complement",
-         "A = np.random.default_rng(4).standard_normal((5, 2))\nM = f(A)\nN = np.linalg.svd(A)[0][:, 2:]\n"
-         "return not (np.allclose(A.T @ M, A.T) and np.allclose(N.T @ M, 0))"),
+        ("detects_reader_bug", "keeps U's columns, removes their orthogonal complement",
+         "U = np.random.default_rng(4).standard_normal((5, 2))\nPi = f(U)\nN = np.linalg.svd(U)[0][:, 2:]\n"
+         "return not (np.allclose(U.T @ Pi, U.T) and np.allclose(N.T @ Pi, 0))"),
         ("detects_reader_bug", "against the pseudo-inverse projector",
-         "A = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(A), A @ np.linalg.pinv(A))"),
+         "U = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(U), U @ np.linalg.pinv(U))"),
         ("detects_reader_bug", "the verdict as 1.0 or 0.0",
-         "A = np.random.default_rng(6).standard_normal((6, 3))\n"
-         "return 0.0 if np.allclose(f(A), A @ np.linalg.pinv(A)) else 1.0"),
+         "U = np.random.default_rng(6).standard_normal((6, 3))\n"
+         "return 0.0 if np.allclose(f(U), U @ np.linalg.pinv(U)) else 1.0"),
         ("fixed_subspace_reader", "the pseudo-inverse",
-         "return A @ np.linalg.pinv(A)"),
+         "return U @ np.linalg.pinv(U)"),
         ("fixed_subspace_reader", "an orthonormal basis of the span from QR",
-         "Q, _ = np.linalg.qr(A)\nreturn Q @ Q.T"),
+         "Q, _ = np.linalg.qr(U)\nreturn Q @ Q.T"),
     ],
     "07_bookkeeping": [
         ("shapes", "divmod, and the dict filled step by step",
