@@ -182,7 +182,7 @@ def test_a_warning_from_correct_code_costs_no_points(graded):
 LOST = {  # student -> what their feedback says about the points of test-proj
     "gil_visible": "AssertionError: for general U (7 x 3): vectors already in the span of U should be left unchanged",
     "hal_hidden": "HiddenTestFailed: a hidden test of extract_projector failed: for U of other shapes (6 x 2,"
-                  " 10 x 3, 4 x 4), with columns neither orthogonal nor of length 1, (v_a + v_b) M is not v_a:"
+                  " 10 x 3, 4 x 4), with columns neither orthogonal nor of length 1, (v_a + v_b) Pi is not v_a:"
                   f" 0 of {POINTS} points",
     "ivy_fooled": f"HiddenTestFailed: a hidden test of extract_projector found a wrong value: 0 of {POINTS} points",
     "jo_renamed": "NameError: extract_projector is not defined: the cell that defines it was deleted, renamed,"
