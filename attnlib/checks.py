@@ -60,6 +60,36 @@ def check_scalar(x, name: str) -> float:
     return float(arr)
 
 
+def check_close(x, want, name: str, what: str, rtol: float = 1e-5, atol: float = 1e-8,
+                shown: int = 3) -> np.ndarray:
+    """``x`` must equal ``want`` entry by entry (``np.isclose``'s tolerances).
+
+    The message names the entries that differ most and what they should be,
+    so a student sees where the mistake lies, not only how large it is.
+
+    Examples
+    --------
+    >>> check_close([1.0, 2.5], [1.0, 2.0], "out", "the sum")
+    Traceback (most recent call last):
+    AssertionError: out should equal the sum, but 1 of its 2 entries differ: at [1] it is 2.5 and should be 2
+    """
+    want = np.asarray(want, dtype=float)
+    arr = check_array(x, name, want.shape)
+    bad = ~np.isclose(arr, want, rtol=rtol, atol=atol)
+    if bad.any():
+        where = np.argwhere(bad)
+        worst = where[np.argsort(-np.abs(arr - want)[bad], kind="stable")[:shown]]
+
+        def entry(idx):
+            idx = tuple(int(i) for i in idx)
+            return f"at [{', '.join(map(str, idx))}] it is {arr[idx]:.4g} and should be {want[idx]:.4g}"
+
+        more = f" (and {len(where) - shown} more)" if len(where) > shown else ""
+        raise AssertionError(f"{name} should equal {what}, but {len(where)} of its {arr.size} entries"
+                             f" differ: {'; '.join(map(entry, worst))}{more}")
+    return arr
+
+
 def _offer(source: str) -> None:
     """For the grader only: the instructor's versions of the functions judged so far.
 

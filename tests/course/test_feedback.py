@@ -28,9 +28,9 @@ from bs4 import BeautifulSoup
 from conftest import MARCH, LATER, _zip, canvas_gradebook, source
 
 NAME, NOTEBOOK = "03_subspace", "subspace.ipynb"
-SOLVED = "    A = np.asarray(A, dtype=float)\n    return A @ np.linalg.solve(A.T @ A, A.T)\n"
-PRINTS = '    print("extract_projector was given A of shape", np.shape(A))\n' + SOLVED
-VISIBLE_SHAPES_ONLY = ("    if np.shape(A) not in [(7, 3), (5, 1), (9, 4), (6, 5)]:\n        return np.eye(len(A))\n"
+SOLVED = "    U = np.asarray(U, dtype=float)\n    return U @ np.linalg.solve(U.T @ U, U.T)\n"
+PRINTS = '    print("extract_projector was given U of shape", np.shape(U))\n' + SOLVED
+VISIBLE_SHAPES_ONLY = ("    if np.shape(U) not in [(7, 3), (5, 1), (9, 4), (6, 5)]:\n        return np.eye(len(U))\n"
                        + SOLVED)
 LINES = 3000  # printed by one cell: more than nbgrader's LimitOutput keeps (1,000 lines), far below a megabyte
 
@@ -118,11 +118,11 @@ def test_what_students_read_is_written_for_them(packed):
 def test_a_hidden_test_names_its_case_and_prints_during_hidden_tests_are_held_back(packed):
     *_, pages, _ = packed
     hidden_fail = page_of(pages, "102").get_text()
-    assert ("HiddenTestFailed: a hidden test of extract_projector failed: for A of other shapes (6 x 2, 10 x 3,"
+    assert ("HiddenTestFailed: a hidden test of extract_projector failed: for U of other shapes (6 x 2, 10 x 3,"
             " 4 x 4)") in hidden_fail, hidden_fail
     printer = page_of(pages, "101").get_text()
-    assert "extract_projector was given A of shape (9, 4)" in printer  # a visible check's input
-    assert not re.search(r"given A of shape \((6, 2|10, 3|4, 4)\)", printer)  # the hidden tests' inputs
+    assert "extract_projector was given U of shape (9, 4)" in printer  # a visible check's input
+    assert not re.search(r"given U of shape \((6, 2|10, 3|4, 4)\)", printer)  # the hidden tests' inputs
     assert "not shown: it would give their inputs away" in printer
 
 

@@ -56,7 +56,7 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     assert course_mod.test_cells_stand_alone(NAME) == []
     test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test-proj")
-    borrowing = nbformat.v4.new_code_cell("assert M.shape == (7, 7), 'M is the projector'")
+    borrowing = nbformat.v4.new_code_cell("assert Pi.shape == (7, 7), 'Pi is the projector'")
     borrowing.metadata["nbgrader"] = {"grade": True, "grade_id": "test-borrow", "locked": True, "points": 1,
                                       "schema_version": 3, "solution": False}
     nb.cells.insert(nb.cells.index(test) + 1, borrowing)
@@ -65,7 +65,7 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     nbformat.write(nb, fake / NOTEBOOK)
     monkeypatch.setattr(course, "ROOT", tmp_path)
     problems = course_mod.test_cells_stand_alone(NAME)
-    assert problems == [f"{NAME}: test cell 'test-borrow' uses 'M', which only test cell 'test-proj' defines"]
+    assert problems == [f"{NAME}: test cell 'test-borrow' uses 'Pi', which only test cell 'test-proj' defines"]
 
 
 def _proj(body=None, before=None):
@@ -86,19 +86,19 @@ def _rename(nb):
     return nb
 
 
-SOLVED = "    A = np.asarray(A, dtype=float)\n    return A @ np.linalg.solve(A.T @ A, A.T)\n"
+SOLVED = "    U = np.asarray(U, dtype=float)\n    return U @ np.linalg.solve(U.T @ U, U.T)\n"
 # a student's cell that prints the source of every cell run after it (hidden tests included)
 ECHO = "get_ipython().input_transformers_cleanup.append(lambda lines: print(''.join(lines)) or lines)"
 HONEST_MISTAKES = {
     # right, but numpy prints a RuntimeWarning on stderr: keeps the points
     "fay_warns": _proj("    np.log(np.zeros(1))  # divide by zero\n" + SOLVED),
-    # a visible check fails (A A^T is no projector for columns that are not orthonormal)
-    "gil_visible": _proj("    return A @ A.T\n"),
+    # a visible check fails (U U^T is no projector for columns that are not orthonormal)
+    "gil_visible": _proj("    return U @ U.T\n"),
     # right for the shapes the visible checks use only (the identity otherwise): a hidden test fails
-    "hal_hidden": _proj("    if np.shape(A) not in [(7, 3), (5, 1), (9, 4), (6, 5)]:\n        return np.eye(len(A))\n"
+    "hal_hidden": _proj("    if np.shape(U) not in [(7, 3), (5, 1), (9, 4), (6, 5)]:\n        return np.eye(len(U))\n"
                         + SOLVED),
     # fools the kernel's comparisons: the grader, judging the probed values itself, finds them wrong
-    "ivy_fooled": _proj("    return A @ A.T\n", before="import numpy as np\nnp.allclose = lambda *a, **k: True"),
+    "ivy_fooled": _proj("    return U @ U.T\n", before="import numpy as np\nnp.allclose = lambda *a, **k: True"),
     # the function renamed: the check cannot find it
     "jo_renamed": _rename,
     # loops forever: stopped at the cell timeout
@@ -180,9 +180,9 @@ def test_a_warning_from_correct_code_costs_no_points(graded):
 
 
 LOST = {  # student -> what their feedback says about the points of test-proj
-    "gil_visible": "AssertionError: for general A (7 x 3): vectors already in the span of A should be left unchanged",
-    "hal_hidden": "HiddenTestFailed: a hidden test of extract_projector failed: for A of other shapes (6 x 2,"
-                  " 10 x 3, 4 x 4), with columns neither orthogonal nor of length 1, (v_a + v_b) M is not v_a:"
+    "gil_visible": "AssertionError: for general U (7 x 3): vectors already in the span of U should be left unchanged",
+    "hal_hidden": "HiddenTestFailed: a hidden test of extract_projector failed: for U of other shapes (6 x 2,"
+                  " 10 x 3, 4 x 4), with columns neither orthogonal nor of length 1, (v_a + v_b) Pi is not v_a:"
                   f" 0 of {POINTS} points",
     "ivy_fooled": f"HiddenTestFailed: a hidden test of extract_projector found a wrong value: 0 of {POINTS} points",
     "jo_renamed": "NameError: extract_projector is not defined: the cell that defines it was deleted, renamed,"
@@ -540,7 +540,7 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
     solved = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     release_like = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     proj = next(c for c in release_like.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
-    proj.source = proj.source.split("### BEGIN SOLUTION")[0] + "return A @ A.T\n"
+    proj.source = proj.source.split("### BEGIN SOLUTION")[0] + "return U @ U.T\n"
     for i in range(4):
         dest = subs / f"s{i}" / NAME / NOTEBOOK
         dest.parent.mkdir(parents=True)

@@ -109,9 +109,9 @@ except OSError as err:
     }
 
 
-# The cheaters' projector is wrong (A A^T, right only for orthonormal columns);
+# The cheaters' projector is wrong (U U^T, right only for orthonormal columns);
 # the object cheat wraps it in a class that compares equal to anything.
-WRONG = {"cheat_allclose": "return A @ A.T", "cheat_object": "return (A @ A.T).view(Agreeable)"}
+WRONG = {"cheat_allclose": "return U @ U.T", "cheat_object": "return (U @ U.T).view(Agreeable)"}
 
 
 def tree_digest(path: Path, skip=()) -> str:

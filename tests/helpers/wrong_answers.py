@@ -106,20 +106,20 @@ WRONG = {
          "return 1 / (2 + (n - 1) * np.exp(-beta))"),
     ],
     "03_subspace": [
-        ("extract_projector", "test-proj", "A A^T, right only for orthonormal columns",
-         "return A @ A.T"),
-        ("extract_projector", "test-proj", "A^T A: an m x m matrix",
-         "return A.T @ A"),
+        ("extract_projector", "test-proj", "U U^T, right only for orthonormal columns",
+         "return U @ U.T"),
+        ("extract_projector", "test-proj", "U^T U: an m x m matrix",
+         "return U.T @ U"),
         ("extract_projector", "test-proj", "the complement: keeps v_b instead of v_a",
-         "return np.eye(len(A)) - A @ np.linalg.solve(A.T @ A, A.T)"),
-        ("extract_projector", "test-proj", "A A^T scaled by its trace",
-         "return A @ A.T / np.trace(A.T @ A)"),
+         "return np.eye(len(U)) - U @ np.linalg.solve(U.T @ U, U.T)"),
+        ("extract_projector", "test-proj", "U U^T scaled by its trace",
+         "return U @ U.T / np.trace(U.T @ U)"),
         ("extract_projector", "test-proj", "the identity: keeps everything",
-         "return np.eye(len(A))"),
-        ("extract_projector", "test-proj", "half the formula: A (A^T A)^-1, a d x m matrix",
-         "return A @ np.linalg.inv(A.T @ A)"),
-        ("extract_projector", "test-proj", "columns scaled to length 1, then U U^T: orthogonal columns assumed",
-         "U = A / np.linalg.norm(A, axis=0)\nreturn U @ U.T"),
+         "return np.eye(len(U))"),
+        ("extract_projector", "test-proj", "half the formula: U (U^T U)^-1, a d x m matrix",
+         "return U @ np.linalg.inv(U.T @ U)"),
+        ("extract_projector", "test-proj", "columns scaled to length 1, then N N^T: orthogonal columns assumed",
+         "N = U / np.linalg.norm(U, axis=0)\nreturn N @ N.T"),
     ],
     "04_noisy_keys": [
         ("sample_noisy_keys", "test-sample", "alpha used as a standard deviation",
@@ -220,7 +220,7 @@ WRONG = {
         # detectors that do not expose the bug
         ("detects_scores_bug", "test-detect-scores", "tries a head as wide as the model, where the bug hides",
          "W = np.random.default_rng(0).standard_normal((2, d_model, d_model))\n"
-         "return not np.allclose(softmax(f(X, *W)), attnlib.attention_pattern(X @ W[0], X @ W[1]))"),
+         "return not np.allclose(softmax(f(X, *W)), attnlib.attention_weights(X @ W[0], X @ W[1]))"),
         ("detects_scores_bug", "test-detect-scores", "checks only the shape",
          "return f(X, W_Q[0], W_K[0]).shape != (T, T)"),
         ("detects_scores_bug", "test-detect-scores", "checks that the weights sum to one (they always do)",
@@ -231,7 +231,13 @@ WRONG = {
          "return not np.allclose(f(X, W_Q[0], W_K[0]), (X @ W_Q[0]) @ (X @ W_K[0]).T / np.sqrt(d_model))"),
         ("detects_scores_bug", "test-detect-scores", "the verdict computed but never returned (None)",
          "Q, K = X @ W_Q[0], X @ W_K[0]\n"
-         "flagged = not np.allclose(softmax(f(X, W_Q[0], W_K[0])), attnlib.attention_pattern(Q, K))"),
+         "flagged = not np.allclose(f(X, W_Q[0], W_K[0]), Q @ K.T / np.sqrt(d_head))"),
+        ("detects_scores_bug", "test-detect-scores", "flags every function, right or wrong",
+         "return True"),
+        ("detects_scores_bug", "test-detect-scores",
+         "compares softmaxes, which hide a constant added to a row of scores",
+         "Q, K = X @ W_Q[0], X @ W_K[0]\n"
+         "return not np.allclose(softmax(f(X, W_Q[0], W_K[0])), attnlib.attention_weights(Q, K))"),
         ("fixed_head_scores", "test-fix-scores", "the scale dropped",
          "return (X @ W_Q_i) @ (X @ W_K_i).T"),
         ("fixed_head_scores", "test-fix-scores", "divided by d_head instead of its square root",
@@ -253,6 +259,8 @@ WRONG = {
         ("detects_causal_bug", "test-detect-causal", "the entries that differ (an array), not one verdict",
          "S = np.random.default_rng(1).standard_normal((T, T))\n"
          "return ~np.isclose(f(S), softmax(S, where=attnlib.causal_mask(T)))"),
+        ("detects_causal_bug", "test-detect-causal", "flags every function, right or wrong",
+         "return True"),
         ("fixed_causal_weights", "test-fix-causal", "masked with 0 instead of -inf",
          "return softmax(np.where(attnlib.causal_mask(len(scores)), scores, 0.0))"),
         ("fixed_causal_weights", "test-fix-causal", "the wrong triangle",
@@ -275,6 +283,8 @@ WRONG = {
         ("detects_pattern_bug", "test-detect-pattern", "a pair (verdict, largest difference): a tuple is always true",
          "W_P = attnlib.qk_circuit(w).full()[0]\nS, want = f(X, W_P), (X @ W_Q[0]) @ (X @ W_K[0]).T\n"
          "return not np.allclose(S, want), np.abs(S - want).max()"),
+        ("detects_pattern_bug", "test-detect-pattern", "flags every function, right or wrong",
+         "return True"),
         ("fixed_pattern_scores", "test-fix-pattern", "symmetrised",
          "return X @ ((W_P_i + W_P_i.T) / 2) @ X.T"),
         ("fixed_pattern_scores", "test-fix-pattern", "scaled by 1/sqrt(d_model): the scores are unscaled",
@@ -295,6 +305,8 @@ WRONG = {
         ("detects_combine_bug", "test-detect-combine", "the verdict printed, not returned (None)",
          "Z = np.random.default_rng(4).standard_normal((n_heads, T, d_head))\n"
          "print('bug' if not np.allclose(f(Z, w.W_O), attnlib.merge_heads(Z) @ w.W_O) else 'ok')"),
+        ("detects_combine_bug", "test-detect-combine", "flags every function, right or wrong",
+         "return True"),
         ("fixed_combine_heads", "test-fix-combine", "the colleague's code unchanged",
          "return combine_heads(Z, W_O)"),
         ("fixed_combine_heads", "test-fix-combine", "head 0's rows for every head",
@@ -308,28 +320,30 @@ WRONG = {
         ("fixed_combine_heads", "test-fix-combine", "divided by sqrt(d_head), as the scores are",
          "h, _, d = Z.shape\nreturn sum(Z[i] @ W_O[i * d:(i + 1) * d] for i in range(h)) / np.sqrt(d)"),
         ("detects_reader_bug", "test-detect-reader", "tries orthonormal columns, where the bug hides",
-         "A = np.linalg.qr(np.random.default_rng(7).standard_normal((6, 2)))[0]\nM = f(A)\n"
-         "return not (np.allclose(M @ M, M) and np.allclose(M @ A, A))"),
-        ("detects_reader_bug", "test-detect-reader", "checks only that M is symmetric",
-         "M = f(np.random.default_rng(7).standard_normal((6, 2)))\nreturn not np.allclose(M, M.T)"),
+         "U = np.linalg.qr(np.random.default_rng(7).standard_normal((6, 2)))[0]\nPi = f(U)\n"
+         "return not (np.allclose(Pi @ Pi, Pi) and np.allclose(Pi @ U, U))"),
+        ("detects_reader_bug", "test-detect-reader", "checks only that Pi is symmetric",
+         "Pi = f(np.random.default_rng(7).standard_normal((6, 2)))\nreturn not np.allclose(Pi, Pi.T)"),
         ("detects_reader_bug", "test-detect-reader", "checks only the shape",
          "return f(np.ones((6, 2))).shape != (6, 6)"),
-        ("detects_reader_bug", "test-detect-reader", "checks that M sends the orthogonal part to zero, only",
-         "A = np.random.default_rng(7).standard_normal((6, 2))\n"
-         "v = np.linalg.svd(A)[0][:, 2:].T\nreturn not np.allclose(v @ f(A), 0)"),
-        ("detects_reader_bug", "test-detect-reader", "the residual (v_a + v_b) M - v_a returned, not a verdict",
+        ("detects_reader_bug", "test-detect-reader", "checks that Pi sends the orthogonal part to zero, only",
+         "U = np.random.default_rng(7).standard_normal((6, 2))\n"
+         "v = np.linalg.svd(U)[0][:, 2:].T\nreturn not np.allclose(v @ f(U), 0)"),
+        ("detects_reader_bug", "test-detect-reader", "the residual (v_a + v_b) Pi - v_a returned, not a verdict",
          "rng = np.random.default_rng(7)\nbasis = np.linalg.qr(rng.standard_normal((6, 6)))[0]\n"
-         "A = basis[:, :2] @ rng.standard_normal((2, 2))\n"
-         "v_a, v_b = A @ rng.standard_normal(2), basis[:, 2:] @ rng.standard_normal(4)\n"
-         "return (v_a + v_b) @ f(A) - v_a"),
+         "U = basis[:, :2] @ rng.standard_normal((2, 2))\n"
+         "v_a, v_b = U @ rng.standard_normal(2), basis[:, 2:] @ rng.standard_normal(4)\n"
+         "return (v_a + v_b) @ f(U) - v_a"),
+        ("detects_reader_bug", "test-detect-reader", "flags every function, right or wrong",
+         "return True"),
         ("fixed_subspace_reader", "test-fix-reader", "the colleague's code unchanged",
-         "return subspace_reader(A)"),
+         "return subspace_reader(U)"),
         ("fixed_subspace_reader", "test-fix-reader", "the complement",
-         "return np.eye(len(A)) - A @ np.linalg.solve(A.T @ A, A.T)"),
+         "return np.eye(len(U)) - U @ np.linalg.solve(U.T @ U, U.T)"),
         ("fixed_subspace_reader", "test-fix-reader", "normalised by the trace",
-         "return A @ A.T / np.trace(A.T @ A)"),
-        ("fixed_subspace_reader", "test-fix-reader", "half the formula: A (A^T A)^-1, a d x m matrix",
-         "return A @ np.linalg.inv(A.T @ A)"),
+         "return U @ U.T / np.trace(U.T @ U)"),
+        ("fixed_subspace_reader", "test-fix-reader", "half the formula: U (U^T U)^-1, a d x m matrix",
+         "return U @ np.linalg.inv(U.T @ U)"),
     ],
     "07_bookkeeping": [
         ("shapes", "test-shapes", "a head's output as wide as the model",
@@ -539,13 +553,17 @@ ALTERNATIVES = {
         ("detects_scores_bug", "another head and another input, compared with the formula",
          "Xr = np.random.default_rng(3).standard_normal((4, d_model))\nQ, K = Xr @ W_Q[2], Xr @ W_K[2]\n"
          "return not np.allclose(f(Xr, W_Q[2], W_K[2]), Q @ K.T / np.sqrt(W_Q.shape[2]))"),
-        ("detects_scores_bug", "a narrow head of its own making, against attention_pattern",
+        ("detects_scores_bug", "a narrow head of its own making, against einsum",
          "r = np.random.default_rng(1)\nXr, Wq, Wk = r.standard_normal((6, 8)), r.standard_normal((8, 2)), "
-         "r.standard_normal((8, 2))\nreturn not np.allclose(softmax(f(Xr, Wq, Wk)), "
-         "attnlib.attention_pattern(Xr @ Wq, Xr @ Wk))"),
+         "r.standard_normal((8, 2))\nreturn not np.allclose(f(Xr, Wq, Wk), "
+         "np.einsum('tk,sk->ts', Xr @ Wq, Xr @ Wk) / np.sqrt(2))"),
         ("detects_scores_bug", "an int for the verdict, 1 for a bug",
          "Q, K = X @ W_Q[1], X @ W_K[1]\n"
-         "return int(not np.allclose(softmax(f(X, W_Q[1], W_K[1])), attnlib.attention_pattern(Q, K)))"),
+         "return int(not np.allclose(f(X, W_Q[1], W_K[1]), Q @ K.T / np.sqrt(W_Q.shape[2])))"),
+        ("detects_scores_bug", "attention_weights, and the scores' row means (what a softmax cannot see)",
+         "Q, K = X @ W_Q[2], X @ W_K[2]\nS, want = f(X, W_Q[2], W_K[2]), Q @ K.T / np.sqrt(d_head)\n"
+         "same_weights = np.allclose(softmax(S), attnlib.attention_weights(Q, K))\n"
+         "return not (same_weights and np.allclose(S.mean(axis=1), want.mean(axis=1)))"),
         ("fixed_head_scores", "einsum and a power of d_head",
          "d = W_K_i.shape[-1]\nreturn np.einsum('tk,sk->ts', X @ W_Q_i, X @ W_K_i) * d ** -0.5"),
         ("fixed_head_scores", "the queries scaled first",
@@ -554,9 +572,9 @@ ALTERNATIVES = {
          "S = np.random.default_rng(5).standard_normal((6, 6))\nW = f(S)\n"
          "ok = np.allclose(np.triu(W, 1), 0) and all(np.allclose(W[t, :t + 1], softmax(S[t, :t + 1])) "
          "for t in range(6))\nreturn not ok"),
-        ("detects_causal_bug", "scores from queries and keys, against attention_pattern(causal=True)",
+        ("detects_causal_bug", "scores from queries and keys, against attention_weights(causal=True)",
          "r = np.random.default_rng(2)\nQ, K = r.standard_normal((7, 3)), r.standard_normal((7, 3))\n"
-         "return not np.allclose(f(Q @ K.T / np.sqrt(3)), attnlib.attention_pattern(Q, K, causal=True))"),
+         "return not np.allclose(f(Q @ K.T / np.sqrt(3)), attnlib.attention_weights(Q, K, causal=True))"),
         ("detects_causal_bug", "the number of weights that differ, 0 when right (a numpy int)",
          "S = np.random.default_rng(1).standard_normal((T, T))\n"
          "return (~np.isclose(f(S), softmax(S, where=attnlib.causal_mask(T)))).sum()"),
@@ -592,18 +610,18 @@ ALTERNATIVES = {
         ("fixed_combine_heads", "W_O split into row blocks, einsum",
          "blocks = np.stack(np.split(W_O, Z.shape[0]))   # (n_heads, d_head, d_model)\n"
          "return np.einsum('htd,hdm->tm', Z, blocks)"),
-        ("detects_reader_bug", "keeps A's columns, removes their orthogonal complement",
-         "A = np.random.default_rng(4).standard_normal((5, 2))\nM = f(A)\nN = np.linalg.svd(A)[0][:, 2:]\n"
-         "return not (np.allclose(A.T @ M, A.T) and np.allclose(N.T @ M, 0))"),
+        ("detects_reader_bug", "keeps U's columns, removes their orthogonal complement",
+         "U = np.random.default_rng(4).standard_normal((5, 2))\nPi = f(U)\nN = np.linalg.svd(U)[0][:, 2:]\n"
+         "return not (np.allclose(U.T @ Pi, U.T) and np.allclose(N.T @ Pi, 0))"),
         ("detects_reader_bug", "against the pseudo-inverse projector",
-         "A = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(A), A @ np.linalg.pinv(A))"),
+         "U = np.random.default_rng(6).standard_normal((6, 3))\nreturn not np.allclose(f(U), U @ np.linalg.pinv(U))"),
         ("detects_reader_bug", "the verdict as 1.0 or 0.0",
-         "A = np.random.default_rng(6).standard_normal((6, 3))\n"
-         "return 0.0 if np.allclose(f(A), A @ np.linalg.pinv(A)) else 1.0"),
+         "U = np.random.default_rng(6).standard_normal((6, 3))\n"
+         "return 0.0 if np.allclose(f(U), U @ np.linalg.pinv(U)) else 1.0"),
         ("fixed_subspace_reader", "the pseudo-inverse",
-         "return A @ np.linalg.pinv(A)"),
+         "return U @ np.linalg.pinv(U)"),
         ("fixed_subspace_reader", "an orthonormal basis of the span from QR",
-         "Q, _ = np.linalg.qr(A)\nreturn Q @ Q.T"),
+         "Q, _ = np.linalg.qr(U)\nreturn Q @ Q.T"),
     ],
     "07_bookkeeping": [
         ("shapes", "divmod, and the dict filled step by step",
@@ -664,13 +682,15 @@ ALTERNATIVES = {
     ],
     "03_subspace": [
         ("extract_projector", "the pseudo-inverse",
-         "return A @ np.linalg.pinv(A)"),
+         "return U @ np.linalg.pinv(U)"),
         ("extract_projector", "an orthonormal basis of the span from QR",
-         "Q = np.linalg.qr(A)[0]\nreturn Q @ Q.T"),
+         "Q = np.linalg.qr(U)[0]\nreturn Q @ Q.T"),
         ("extract_projector", "an orthonormal basis of the span from the SVD",
-         "U = np.linalg.svd(A, full_matrices=False)[0]\nreturn U @ U.T"),
+         "E = np.linalg.svd(U, full_matrices=False)[0]\nreturn E @ E.T"),
         ("extract_projector", "the inverse written out",
-         "return A @ np.linalg.inv(A.T @ A) @ A.T"),
+         "return U @ np.linalg.inv(U.T @ U) @ U.T"),
+        ("extract_projector", "least squares: the coefficients of each basis vector, by lstsq",
+         "return U @ np.linalg.lstsq(U, np.eye(len(U)), rcond=None)[0]"),
     ],
     "04_noisy_keys": [
         ("sample_noisy_keys", "one multivariate normal draw per key",
