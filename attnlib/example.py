@@ -6,21 +6,23 @@ positions can be read off the model dimensions:
 
 * the sentence "the cat sat on the mat" (any sentence of up to 6 words of
   ``WORDS``);
-* ``d_model = 12`` named ``FEATURES``: one dimension per word (which word
-  a token is), one per word again under ``prev:`` (empty in the input: the
-  previous-token head writes there), and two for the position ``t``,
-  ``(cos tθ, sin tθ)`` with ``θ = π/4``;
+* ``d_model = 17`` named ``FEATURES``: one dimension per word (which word
+  a token is), one per word again under ``prev:`` and again under ``next:``
+  (empty in the input: the two heads write there), and two for the
+  position ``t``, ``(cos tθ, sin tθ)`` with ``θ = π/4``;
 * head 0, **previous token**: its pattern matrix rotates a token's position
   back by one step, so token ``t`` looks for position ``t - 1``; its message
   matrix moves a word's dimension to the same word under ``prev:``. After
   the layer, "sat" carries ``prev:cat``.
-* head 1, **same word**: its pattern matrix is the identity on the word
-  dimensions, so a token looks for tokens of its own word; its message copies
-  that word. The second "the" reads both "the"s.
+* head 1, **next token**: its pattern matrix rotates a token's position
+  forward by one step, so token ``t`` looks for position ``t + 1``; its
+  message matrix moves a word's dimension to the same word under ``next:``.
+  After the layer, "sat" carries ``next:on`` too. (A causal mask hides the
+  next token: chapter 9 shows this head failing under it.)
 
-Both heads have ``d_head = 6`` (so ``n_heads * d_head = d_model``); the
-pattern matrix of head 0 has rank 2 and the other three matrices rank 5,
-all below ``d_head``.
+Both heads have ``d_head = 6`` (``n_heads * d_head = 12``, less than
+``d_model``: nothing forces them equal); the pattern matrices have rank 2
+and the message matrices rank 5, all below ``d_head``.
 """
 from __future__ import annotations
 
@@ -33,24 +35,25 @@ from .weights import Weights
 WORDS = ("the", "cat", "sat", "on", "mat")
 """The vocabulary: one model dimension per word."""
 
-FEATURES = (*WORDS, *(f"prev:{w}" for w in WORDS), "pos cos", "pos sin")
-"""The name of each of the 12 model dimensions, in order."""
+FEATURES = (*WORDS, *(f"prev:{w}" for w in WORDS), *(f"next:{w}" for w in WORDS), "pos cos", "pos sin")
+"""The name of each of the 17 model dimensions, in order."""
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
 """The sentence the chapters use."""
 
-HEADS = ("previous token", "same word")
+HEADS = ("previous token", "next token")
 """What head 0 and head 1 do."""
 
 ANGLE = np.pi / 4
 """Position ``t`` is the direction ``(cos tθ, sin tθ)``, θ = π/4."""
 
-MAX_TOKENS = 6  # 8θ = 2π: with 7 tokens, "one before the first" would be the last
+MAX_TOKENS = 6  # 8θ = 2π: with 7 tokens, "one before the first" would tie with the last
 
 D_MODEL, D_HEAD = len(FEATURES), 6
 _WORD = slice(0, 5)
 _PREV = slice(5, 10)
-_POS = slice(10, 12)
+_NEXT = slice(10, 15)
+_POS = slice(15, 17)
 
 
 class Example(NamedTuple):
@@ -95,7 +98,7 @@ def position_embedding(T: int = MAX_TOKENS) -> np.ndarray:
 
     Examples
     --------
-    >>> position_embedding(2)[:, 10:].round(2)
+    >>> position_embedding(2)[:, 15:].round(2)
     array([[1.  , 0.  ],
            [0.71, 0.71]])
     """
@@ -120,11 +123,11 @@ def embed(tokens=SENTENCE) -> np.ndarray:
     X : (T, d_model) ndarray
         Row ``t`` (counting from 0) is ``W_E[word] + W_pos[t]``: 1 in the
         word's dimension and ``(cos tθ, sin tθ)`` in the two position
-        dimensions; ``prev:`` is 0, free for a head to write into.
+        dimensions; ``prev:`` and ``next:`` are 0, free for the heads to write into.
 
     Examples
     --------
-    >>> embed(["the", "cat"]).round(2)[:, [0, 1, 10, 11]]
+    >>> embed(["the", "cat"]).round(2)[:, [0, 1, 15, 16]]
     array([[1.  , 0.  , 1.  , 0.  ],
            [0.  , 1.  , 0.71, 0.71]])
     """
@@ -135,13 +138,13 @@ def embed(tokens=SENTENCE) -> np.ndarray:
                          if unknown else "tokens is empty: give at least one word")
     if len(tokens) > MAX_TOKENS:
         raise ValueError(f"tokens has {len(tokens)} words; at most {MAX_TOKENS} have positions the"
-                         f" previous-token head tells apart (position t and t + 8 are one direction)")
+                         f" heads tell apart (position t and t + 8 are one direction)")
     ids = [WORDS.index(word) for word in tokens]
     return token_embedding()[ids] + position_embedding(len(tokens))  # (T, d_model)
 
 
 def weights(sharpness: float = 30.0) -> Weights:
-    """The two heads, previous token and same word, as a :class:`~attnlib.Weights`.
+    """The two heads, previous token and next token, as a :class:`~attnlib.Weights`.
 
     Parameters
     ----------
@@ -152,18 +155,19 @@ def weights(sharpness: float = 30.0) -> Weights:
     Returns
     -------
     Weights
-        ``d_model = 12``, ``n_heads = 2``, ``d_head = 6``.
+        ``d_model = 17``, ``n_heads = 2``, ``d_head = 6``.
 
     Examples
     --------
     >>> w = weights()
     >>> w.n_heads, w.d_head, w.W_Q.shape
-    (2, 6, (12, 12))
+    (2, 6, (17, 12))
     """
     if not np.isfinite(sharpness) or sharpness <= 0:
         raise ValueError(f"sharpness must be a positive number, got {sharpness}")
     g, c, s = float(sharpness), np.cos(ANGLE), np.sin(ANGLE)
     back = np.array([[c, -s], [s, c]])  # (cos tθ, sin tθ) @ back = position t - 1
+    forward = back.T  # (cos tθ, sin tθ) @ forward = position t + 1
     W_Q, W_K, W_V = np.zeros((3, 2, D_MODEL, D_HEAD))  # each (n_heads, d_model, d_head)
     W_O = np.zeros((2, D_HEAD, D_MODEL))  # (n_heads, d_head, d_model)
     # head 0, previous token: the query is the position moved back one step,
@@ -172,11 +176,11 @@ def weights(sharpness: float = 30.0) -> Weights:
     W_K[0, _POS, 0:2] = np.eye(2)
     W_V[0, _WORD, 0:5] = np.eye(5)
     W_O[0, 0:5, _PREV] = np.eye(5)
-    # head 1, same word: query and key are the word; the value is the word, written back
-    W_Q[1, _WORD, 0:5] = g * np.eye(5)
-    W_K[1, _WORD, 0:5] = np.eye(5)
+    # head 1, next token: the same, one step forward, written under next:
+    W_Q[1, _POS, 0:2] = g * forward
+    W_K[1, _POS, 0:2] = np.eye(2)
     W_V[1, _WORD, 0:5] = np.eye(5)
-    W_O[1, 0:5, _WORD] = np.eye(5)
+    W_O[1, 0:5, _NEXT] = np.eye(5)
 
     def side_by_side(stack):
         return np.concatenate(list(stack), axis=1)  # (h, d_model, d_head) -> (d_model, h * d_head)
@@ -192,7 +196,7 @@ def sentence(tokens=SENTENCE, sharpness: float = 30.0) -> Example:
     --------
     >>> ex = sentence()
     >>> ex.tokens, ex.X.shape, ex.heads
-    (('the', 'cat', 'sat', 'on', 'the', 'mat'), (6, 12), ('previous token', 'same word'))
+    (('the', 'cat', 'sat', 'on', 'the', 'mat'), (6, 17), ('previous token', 'next token'))
     """
     return Example(tuple(tokens), embed(tokens), weights(sharpness))
 

@@ -158,7 +158,7 @@ def test_head_explorer_without_the_mask_has_one_control_and_names_the_heads():
     before = e.png()
     controls[0].value = 1  # the second head
     assert e.png() != before
-    assert e.fig.axes[0].get_title() == "head 1: same word"
+    assert e.fig.axes[0].get_title() == "head 1: next token"
     assert "chooses the head" in e.alt and "masked" not in e.alt
     with pytest.raises(ValueError, match="head_names has 1 names, expected n_heads = 2"):
         widgets.head_explorer(ex.X, ex.weights, causal=(False,), head_names=["one"])
