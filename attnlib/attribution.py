@@ -1,0 +1,509 @@
+"""Attribution: where a logit and an attention score come from, exactly (chapter 16).
+
+The book's models have no LayerNorm and no MLP, so everything a reader of
+the residual stream sees is a sum of terms: the token embedding, the
+position embedding and each earlier head's write. A logit is linear in the
+stream, so it splits exactly over those terms (:func:`logit_attribution`);
+with the patterns frozen at their values for this input, each head's write is
+linear in what its values read, so the logit splits further over *paths*
+(:func:`path_attribution`, the path expansion of Elhage et al., 2021, made
+numeric for one input); and a head's score is bilinear in what its queries
+and keys read, so it splits over pairs of a query-side and a key-side term
+(:func:`qk_attribution`: ``W^P`` read term by term, as in Ameisen et al.'s
+QK attributions, 2025). No gradient and no replacement model is involved:
+each :class:`Attribution`'s values add up to the model's own number.
+
+:func:`patch` is the experimental counterpart: run a *corrupt* input with
+chosen activations taken from a *clean* one (activation patching), or with
+one sender's write replaced in one receiver's input only (path patching,
+through :mod:`attnlib.paths`).
+
+Examples
+--------
+>>> from attnlib.model import load
+>>> m = load("induction")
+>>> toks = np.array([50, 3, 7, 9, 3, 7])
+>>> a = logit_attribution(m, toks, 4, 7)
+>>> bool(np.isclose(a.values.sum(), m.forward(toks)[4, 7]))
+True
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .attention import attention_pattern
+from .model import Model
+from . import paths
+
+SIDES = "qkv"
+"""A head's three inputs, as :func:`patch` names them."""
+
+
+class Attribution:
+    """Named terms whose values add up to one number (a logit, or a scaled score).
+
+    Parameters
+    ----------
+    names : list of str
+        One name per entry of the first axis of ``values``.
+    values : (n,) or (n, m) array_like
+        The terms; a matrix for a query-by-key split (rows: query side).
+    key_names : list of str, optional
+        For a matrix, one name per column (the key side).
+    total : float, optional
+        What the terms add up to, computed independently (checked to 1e-8
+        relative, so a wrong split cannot be built silently).
+
+    Examples
+    --------
+    >>> a = Attribution(["x", "y"], [2.0, -0.5])
+    >>> a.total, a["y"]
+    (1.5, -0.5)
+    """
+
+    def __init__(self, names, values, key_names=None, total=None, what="logit"):
+        values = np.asarray(values, dtype=float)
+        names = [str(n) for n in names]
+        if values.ndim not in (1, 2) or values.shape[0] != len(names):
+            raise ValueError(f"values has shape {values.shape}: expected ({len(names)},) or ({len(names)}, m),"
+                             f" one row per name")
+        if values.ndim == 2:
+            if key_names is None or len(key_names) != values.shape[1]:
+                raise ValueError(f"a matrix of values {values.shape} needs key_names, one per column")
+            key_names = [str(n) for n in key_names]
+        elif key_names is not None:
+            raise ValueError("key_names is only for a matrix of values (query side × key side)")
+        self.names, self.values, self.key_names, self.what = names, values, key_names, what
+        self.values.setflags(write=False)
+        if total is not None and not np.isclose(values.sum(), total, rtol=1e-8, atol=1e-8):
+            raise ValueError(f"the terms add up to {values.sum()!r}, not to the {what} {total!r}")
+
+    @property
+    def total(self) -> float:
+        """The sum of the terms: the logit or the score."""
+        return float(self.values.sum())
+
+    def __getitem__(self, name):
+        """A term's value by name; ``(query_name, key_name)`` for a matrix."""
+        if self.key_names is not None:
+            if not (isinstance(name, tuple) and len(name) == 2 and name[0] in self.names
+                    and name[1] in self.key_names):
+                raise KeyError(f"a query × key attribution is indexed by (query term, key term), got {name!r};"
+                               f" the terms are {self.names}")
+            return float(self.values[self.names.index(name[0]), self.key_names.index(name[1])])
+        if name not in self.names:
+            raise KeyError(f"no term called {name!r}: the terms are {self.names}")
+        return float(self.values[self.names.index(name)])
+
+    def query_side(self) -> "Attribution":
+        """A matrix's rows summed: how much each query-side term brings, whatever the key side."""
+        return Attribution(self.names, self.values.sum(axis=1), total=self.total, what=self.what)
+
+    def key_side(self) -> "Attribution":
+        """A matrix's columns summed: how much each key-side term brings, whatever the query side."""
+        return Attribution(self.key_names, self.values.sum(axis=0), total=self.total, what=self.what)
+
+    def terms(self) -> list:
+        """``(name, value)`` pairs, largest ``|value|`` first; names ``"query × key"`` for a matrix."""
+        if self.key_names is None:
+            pairs = list(zip(self.names, self.values))
+        else:
+            pairs = [(f"{q} × {k}", v) for q, row in zip(self.names, self.values) for k, v in zip(self.key_names, row)]
+        return sorted(((n, float(v)) for n, v in pairs), key=lambda p: -abs(p[1]))
+
+    def share(self, name) -> float:
+        """A term's value as a fraction of the sum of ``|values|`` (how much of the total movement it is)."""
+        return self[name] / float(np.abs(self.values).sum())
+
+    def table(self, top: int | None = 10, digits: int = 3) -> str:
+        """The terms as aligned text, largest ``|value|`` first, with their sum.
+
+        Examples
+        --------
+        >>> print(Attribution(["x", "y"], [2.0, -0.5]).table())
+        term   value
+        x      2.000
+        y     -0.500
+        total  1.500
+        """
+        rows = self.terms()
+        rest = rows[top:] if top is not None else []
+        rows = rows[:top] if top is not None else rows
+        if rest:
+            rows.append((f"({len(rest)} others)", sum(v for _, v in rest)))
+        rows.append(("total", self.total))
+        width = max(len("term"), *(len(n) for n, _ in rows))
+        cells = [f"{v:.{digits}f}" for _, v in rows]
+        vw = max(len("value"), *(len(c) for c in cells))
+        return "\n".join([f"{'term':<{width}}  {'value':>{vw}}"]
+                         + [f"{n:<{width}}  {c:>{vw}}" for (n, _), c in zip(rows, cells)])
+
+    def plot(self, ax=None, top: int | None = 12):
+        """A bar per term (largest ``|value|`` first), or a heatmap for a query × key matrix.
+
+        Returns
+        -------
+        matplotlib Axes
+        """
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3.2))
+        if self.key_names is None:
+            rows = self.terms()[:top] if top is not None else self.terms()
+            cmap = plt.get_cmap("viridis")
+            ax.barh(range(len(rows)), [v for _, v in rows], color=[cmap(0.25 if v < 0 else 0.75) for _, v in rows])
+            ax.set_yticks(range(len(rows)), [n for n, _ in rows])
+            ax.invert_yaxis()
+            ax.axvline(0, color="grey", lw=0.8)
+            ax.set_xlabel(f"contribution to the {self.what}")
+            ax.set_ylabel("term")
+        else:
+            lim = float(np.abs(self.values).max()) or 1.0
+            im = ax.imshow(self.values, cmap="cividis", vmin=-lim, vmax=lim)
+            ax.set_xticks(range(len(self.key_names)), self.key_names, rotation=90)
+            ax.set_yticks(range(len(self.names)), self.names)
+            ax.set_xlabel("key-side term")
+            ax.set_ylabel("query-side term")
+            ax.figure.colorbar(im, ax=ax, label=f"contribution to the {self.what}")
+        return ax
+
+    def __repr__(self) -> str:
+        shape = "×".join(str(s) for s in self.values.shape)
+        return f"Attribution({self.what} {self.total:.4g} over {shape} terms)"
+
+
+# --- checking the arguments ---------------------------------------------------
+
+def _sequence(model: Model, tokens) -> np.ndarray:
+    tokens = model._tokens(tokens)
+    if tokens.ndim != 1:
+        raise ValueError(f"tokens must be one sequence (T,), got shape {tokens.shape}")
+    return tokens
+
+
+def _index(value, name, n, what) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if not -n <= value < n:
+        raise ValueError(f"{name} = {value} is out of range: {what} has {n}")
+    return int(value) % n
+
+
+def _head_names(model: Model, below: int) -> list:
+    return [f"L{l}H{i}" for l in range(below) for i in range(model.layers[l].n_heads)]
+
+
+def _terms(model: Model, tr, below: int) -> np.ndarray:
+    """The stream before layer ``below`` as its terms: token, position, each earlier head's write.
+
+    Returns
+    -------
+    (2 + n_earlier_heads, T, d_model) ndarray
+    """
+    T = tr.embedding.shape[-2]
+    return np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None]]
+                          + [tr.writes[l] for l in range(below)])  # (n_terms, T, d_model)
+
+
+# --- attributions -------------------------------------------------------------
+
+def logit_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
+    """The logit of ``target`` at ``position`` split over the residual stream's terms.
+
+    The final stream is ``W_E[tokens] + W_pos[:T] + Σ_(l,i) write_(l,i)``, so
+    the logit ``x_T W_U[:, target]`` is a sum of one term per summand (direct
+    logit attribution): ``"embed"`` (the token), ``"pos"`` (the position) and
+    ``"L0H0"``, ``"L0H1"``, ... (each head's write).
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    position : int
+        The position whose next-token logit is split (negative counts from the end).
+    target : int
+        The token whose logit is split.
+
+    Returns
+    -------
+    Attribution
+        ``values : (2 + n_heads_total,) ndarray``; ``values.sum()`` is the logit.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> logit_attribution(m, [50, 3, 7, 9, 3], -1, 7).names[:4]
+    ['embed', 'pos', 'L0H0', 'L0H1']
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
+    tr = model.trace(tokens)
+    terms = _terms(model, tr, model.n_layers)[:, t]  # (n_terms, d_model)
+    return Attribution(["embed", "pos"] + _head_names(model, model.n_layers), terms @ u,
+                       total=tr.logits[t, target], what="logit")
+
+
+def _path_terms(model: Model, tr) -> dict:
+    """Every path's contribution to the final stream with the patterns of ``tr`` frozen.
+
+    A path is a chain of heads in increasing layers, each reading the
+    previous one's output through its values (``"L0H1>L1H2"``); ``"direct"``
+    is the embedding itself. Returns name to ``(T, d_model)`` array.
+    """
+    chains = {"direct": tr.embedding}  # (T, d_model)
+    for l, w in enumerate(model.layers):
+        W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
+        new = {}
+        for name, x in chains.items():
+            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model): the pattern mixes what the values read
+            for i in range(w.n_heads):
+                head = f"L{l}H{i}"
+                new[head if name == "direct" else f"{name}>{head}"] = out[i]
+        chains.update(new)
+    return chains
+
+
+def path_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
+    """The logit of ``target`` at ``position`` split over paths, the patterns frozen.
+
+    With each head's pattern fixed at its value for these tokens, a head's
+    write ``A (x W^V) W^O`` is linear in what its values read, so the final
+    stream expands into paths: ``"direct"`` (embedding → unembedding), each
+    single head (``"L1H2"``: the head reading the embedding), and each chain
+    through later heads' values (``"L0H1>L1H2"``: a *virtual head*). The
+    patterns themselves still depend on the input (that is what
+    :func:`qk_attribution` splits).
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    position : int
+    target : int
+
+    Returns
+    -------
+    Attribution
+        One value per path; ``values.sum()`` is the logit.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> a = path_attribution(load("induction"), [50, 3, 7, 9, 3], -1, 7)
+    >>> len(a.names), a.names[-1]      # direct, 4 + 4 heads, 4 x 4 virtual heads
+    (25, 'L0H3>L1H3')
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
+    tr = model.trace(tokens)
+    chains = _path_terms(model, tr)
+    return Attribution(list(chains), [x[t] @ u for x in chains.values()], total=tr.logits[t, target], what="logit")
+
+
+def qk_attribution(model: Model, tokens, layer: int, head: int, query: int, key: int) -> Attribution:
+    """Head ``layer, head``'s score for ``query`` → ``key`` split into query-side × key-side terms.
+
+    The score is ``x_q W^P x_kᵀ / √d_head`` (before the softmax, scaled as
+    the model scales it), and both ``x_q`` and ``x_k`` are sums of terms
+    (``"embed"``, ``"pos"``, each earlier head's write), so the score is the
+    sum of a matrix: entry ``(a, b)`` is ``a_q W^P b_kᵀ / √d_head``. For a
+    head with smeared keys the key side of term ``b`` is ``s b_k + (1 − s)
+    b_(k−1)``, as the model computes it.
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    layer, head : int
+        The head whose score is split.
+    query, key : int
+        Positions, ``key <= query`` (the model is causal).
+
+    Returns
+    -------
+    Attribution
+        ``values : (n_terms, n_terms) ndarray``, rows the query side; ``values.sum()`` is the score.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> a = qk_attribution(load("induction"), [50, 3, 7, 9, 3], 1, 0, 4, 2)
+    >>> a.values.shape, a.names[:3]
+    ((6, 6), ['embed', 'pos', 'L0H0'])
+    """
+    tokens = _sequence(model, tokens)
+    layer = _index(layer, "layer", model.n_layers, "the model's layers")
+    w = model.layers[layer]
+    head = _index(head, "head", w.n_heads, f"layer {layer}'s heads")
+    T = len(tokens)
+    q = _index(query, "query", T, "the sequence")
+    k = _index(key, "key", T, "the sequence")
+    if k > q:
+        raise ValueError(f"key = {k} comes after query = {q}: a causal head cannot attend there")
+    tr = model.trace(tokens)
+    terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
+    W_Q, W_K = w.per_head.W_Q[head], w.per_head.W_K[head]  # (d_model, d_head) each
+    Q = terms[:, q] @ W_Q  # (n_terms, d_head)
+    K = terms[:, k] @ W_K  # (n_terms, d_head)
+    if model.smear is not None:
+        s = model.smear[layer][head]
+        K = s * K + (1 - s) * (terms[:, max(k - 1, 0)] @ W_K)  # the key the head compares with
+    values = Q @ K.T / np.sqrt(w.d_head)  # (n_terms, n_terms)
+    names = ["embed", "pos"] + _head_names(model, layer)
+    return Attribution(names, values, key_names=names, total=_scores(model, tr, layer)[head, q, k], what="score")
+
+
+def _scores(model: Model, tr, layer: int) -> np.ndarray:
+    """Every head's scaled score in ``layer`` from the traced stream: ``(n_heads, T, T)``, unmasked."""
+    w = model.layers[layer]
+    x = tr.residual[layer]  # (T, d_model)
+    Q = np.einsum("td,hde->hte", x, w.per_head.W_Q)  # (n_heads, T, d_head)
+    K = np.einsum("td,hde->hte", x, w.per_head.W_K)
+    if model.smear is not None:
+        s = model.smear[layer][:, None, None]  # (n_heads, 1, 1)
+        K = s * K + (1 - s) * np.concatenate([K[:, :1], K[:, :-1]], axis=1)
+    return Q @ np.swapaxes(K, -1, -2) / np.sqrt(w.d_head)  # (n_heads, T, T)
+
+
+# --- patching -------------------------------------------------------------------
+
+def _sites(model: Model, sites) -> tuple:
+    """Split ``sites`` into activation sites (normalised tuples) and path-patching edges."""
+    if isinstance(sites, (str, paths.Edge)) or (isinstance(sites, tuple) and sites
+                                                 and isinstance(sites[0], numbers.Integral)):
+        sites = [sites]
+    acts, edges = [], []
+    for s in sites:
+        if isinstance(s, paths.Edge):
+            edges.append(s)
+            continue
+        if s == "embed":
+            acts.append(("embed",))
+            continue
+        ok = isinstance(s, tuple) and len(s) in (2, 3) and (len(s) == 2 or s[2] in tuple(SIDES))
+        if ok:
+            try:
+                paths._pair(model, tuple(s[:2]), "site")
+            except ValueError:
+                ok = False
+        if not ok:
+            raise ValueError(f"site {s!r} is not 'embed', (layer, head) or (layer, head, 'q' | 'k' | 'v') of this"
+                             f" model ({model.n_layers} layers of {[w.n_heads for w in model.layers]} heads),"
+                             " nor a paths.Edge")
+        acts.append((int(s[0]), int(s[1])) + tuple(s[2:]))
+    return acts, edges
+
+
+def _run(model: Model, tokens, patches=None, positions=None) -> tuple:
+    """Run the model, replacing the named activations by ``patches[site]`` at ``positions``.
+
+    Returns the logits and every activation a site can name (from this run).
+    """
+    patches = patches or {}
+    pos = slice(None) if positions is None else positions
+    T = tokens.shape[-1]
+    acts = {}
+    x = model.W_E[tokens] + model.W_pos[:T]  # (..., T, d_model)
+    if ("embed",) in patches:
+        x = x.copy()
+        x[..., pos, :] = patches[("embed",)][..., pos, :]
+    acts[("embed",)] = x
+    for l, w in enumerate(model.layers):
+        QKV = {}
+        for c, W in zip(SIDES, (w.per_head.W_Q, w.per_head.W_K, w.per_head.W_V)):
+            Y = np.einsum("...td,hde->...hte", x, W)  # (..., n_heads, T, d_head)
+            if c == "k" and model.smear is not None:  # the key the head compares with
+                s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
+                Y = s * Y + (1 - s) * np.concatenate([Y[..., :1, :], Y[..., :-1, :]], axis=-2)
+            for i in range(w.n_heads):
+                if (l, i, c) in patches:
+                    Y = Y.copy()
+                    Y[..., i, pos, :] = patches[(l, i, c)][..., pos, :]
+                acts[(l, i, c)] = Y[..., i, :, :]
+            QKV[c] = Y
+        A = attention_pattern(QKV["q"], QKV["k"], causal=True)  # (..., n_heads, T, T)
+        out = (A @ QKV["v"]) @ w.per_head.W_O  # (..., n_heads, T, d_model)
+        for i in range(w.n_heads):
+            if (l, i) in patches:
+                out = out.copy()
+                out[..., i, pos, :] = patches[(l, i)][..., pos, :]
+            acts[(l, i)] = out[..., i, :, :]
+        x = x + out.sum(axis=-3)
+    return x @ model.W_U, acts
+
+
+def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
+    """Logits of the ``corrupt`` run with the activations at ``sites`` taken from the ``clean`` run.
+
+    Activation patching: each named activation of the corrupt run is
+    replaced by its value in the clean run (at every position, or at
+    ``positions``), and everything downstream is recomputed. A site is
+
+    * ``"embed"``: the embedding ``W_E[tokens] + W_pos[:T]``;
+    * ``(layer, head)``: the head's write into the stream;
+    * ``(layer, head, "q" | "k" | "v")``: the head's queries, keys (as
+      compared, after smearing) or values: one of its inputs;
+    * a :class:`attnlib.paths.Edge` ``(sender, receiver, via)``: *path
+      patching*: the sender's write is replaced by its clean value in the
+      receiver's inputs ``via`` only (or in what the unembedding reads),
+      through :func:`attnlib.paths.trace`. Edges cannot be mixed with other
+      sites, and take no ``positions``.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+        The same shape; batch rows are paired.
+    sites : list
+        What to patch (see above).
+    positions : sequence of int, optional
+        Patch these positions only (default: every position).
+
+    Returns
+    -------
+    (..., T, vocab) ndarray
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean, corrupt = np.array([50, 3, 7, 3, 7]), np.array([50, 3, 7, 9, 8])
+    >>> bool(np.allclose(patch(m, clean, corrupt, ["embed"]), m.forward(clean)))
+    True
+    """
+    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
+    if clean.shape != corrupt.shape:
+        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
+                         " (row i of one is patched into row i of the other)")
+    acts, edges = _sites(model, sites)
+    T = clean.shape[-1]
+    if positions is not None:
+        positions = np.asarray(positions)
+        if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
+            raise ValueError(f"positions must be a list of integers in -{T} .. {T - 1}, got {positions!r}")
+    if edges:
+        if acts or positions is not None:
+            raise ValueError("path patching (paths.Edge sites) takes neither other sites nor positions")
+        return _path_patch(model, clean, corrupt, edges)
+    _, cache = _run(model, clean)
+    logits, _ = _run(model, corrupt, {s: cache[s] for s in acts}, positions)
+    return logits
+
+
+def _path_patch(model: Model, clean, corrupt, edges) -> np.ndarray:
+    """Each edge's sender term, in its receivers' inputs, replaced by its clean value (paths.trace, one pair at a time).
+
+    ``paths.trace(..., how="mean", reference=r)`` replaces a sender's term by
+    its mean over the runs of ``r``: with one clean sequence as ``r``, that
+    is the clean term.
+    """
+    flat_clean = clean.reshape(-1, clean.shape[-1])
+    flat_corrupt = corrupt.reshape(-1, corrupt.shape[-1])
+    out = [paths.forward(model, c, edges, how="mean", reference=k[None]) for c, k in zip(flat_corrupt, flat_clean)]
+    return np.stack(out).reshape(corrupt.shape + (model.vocab,))
