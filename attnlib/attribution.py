@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -507,3 +508,137 @@ def _path_patch(model: Model, clean, corrupt, edges) -> np.ndarray:
     flat_corrupt = corrupt.reshape(-1, corrupt.shape[-1])
     out = [paths.forward(model, c, edges, how="mean", reference=k[None]) for c, k in zip(flat_corrupt, flat_clean)]
     return np.stack(out).reshape(corrupt.shape + (model.vocab,))
+
+
+# --- a small attribution graph -------------------------------------------------
+
+class Node(NamedTuple):
+    """A term at a position: ``term`` (``"embed"``, ``"L0H1"``, ``"score L1H0"``, ``"logit 7"``), ``position``, ``level``."""
+
+    term: str
+    position: int
+    level: float
+
+    def __str__(self) -> str:
+        return f"{self.term}@{self.position}"
+
+
+class Link(NamedTuple):
+    """An edge of an attribution graph: ``source`` adds ``value`` (in ``unit``) to ``target``."""
+
+    source: Node
+    target: Node
+    value: float
+    unit: str
+
+
+def attribution_graph(model: Model, tokens, position: int, target: int, layer: int, head: int, key: int,
+                      top: int = 3) -> list:
+    """The circuit behind one prediction as exact edges: logit ← heads; score ← query and key terms; key term ← sources.
+
+    Three hops, each exact for these tokens:
+
+    1. the ``top`` largest terms of :func:`logit_attribution` at ``position``
+       into the target logit (unit ``"logit"``);
+    2. head ``layer, head``'s score for ``position → key`` (:func:`qk_attribution`):
+       its ``top`` largest query-side terms at ``position`` and key-side
+       terms at ``key`` (each side alone adds up to the score; unit ``"score"``),
+       and one edge from the score to the head's write with the pattern
+       weight it gives that key (unit ``"weight"``);
+    3. the largest key-side term, if it is an earlier head's write: that
+       write's share of the score split over the positions and terms
+       (``"embed"``, ``"pos"``) it reads through its values (``top``
+       largest; unit ``"score"``; exact for a layer-0 head).
+
+    Returns
+    -------
+    list of Link
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    la = logit_attribution(model, tokens, t, target)
+    qk = qk_attribution(model, tokens, layer, head, t, key)
+    k = _index(key, "key", len(tokens), "the sequence")
+    level = {"embed": 0.0, "pos": 0.0}
+    level.update({f"L{l}H{i}": 1.0 + l for l in range(model.n_layers) for i in range(model.layers[l].n_heads)})
+    logit = Node(f"logit {model.token_names[target]}", t, model.n_layers + 1.0)
+    score = Node(f"score L{layer}H{head}", t, layer + 0.5)
+    links = [Link(Node(n, t, level[n]), logit, v, "logit") for n, v in la.terms()[:top]]
+    tr = model.trace(tokens)
+    links.append(Link(score, Node(f"L{layer}H{head}", t, level[f"L{layer}H{head}"]),
+                      float(tr.patterns[layer][head, t, k]), "weight"))
+    links += [Link(Node(n, t, level[n]), score, v, "score") for n, v in qk.query_side().terms()[:top]]
+    key_terms = qk.key_side().terms()
+    links += [Link(Node(n, k, level[n]), score, v, "score") for n, v in key_terms[:top]]
+    best = key_terms[0][0]
+    if best.startswith("L0H") and model.smear is None:
+        i = int(best[3:])
+        w, v_layer = model.layers[layer], model.layers[0]
+        q_vec = (tr.residual[layer][t] @ w.per_head.W_Q[head]) / np.sqrt(w.d_head)  # (d_head,)
+        T = len(tokens)
+        parts = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]])  # (2, T, d_model): embed, pos
+        via = parts @ (v_layer.per_head.W_V[i] @ v_layer.per_head.W_O[i]) @ w.per_head.W_K[head]  # (2, T, d_head)
+        contrib = tr.patterns[0][i, k][None, :] * (via @ q_vec)  # (2, T): exact shares of the key-side term
+        order = np.argsort(-np.abs(contrib), axis=None)[:top]
+        for flat in order:
+            which, s = np.unravel_index(flat, contrib.shape)
+            name = ("embed", "pos")[which]
+            links.append(Link(Node(name, int(s), 0.0), Node(best, k, 1.0), float(contrib[which, s]), "score"))
+    return links
+
+
+def graph_table(links) -> str:
+    """An attribution graph's edges as aligned text: the figure's text alternative."""
+    rows = [(str(e.source), str(e.target), f"{e.value:+.2f}", e.unit) for e in links]
+    head = ("from", "to", "value", "unit")
+    widths = [max(len(r[c]) for r in rows + [head]) for c in range(4)]
+    fmt = "  ".join(f"{{:<{w}}}" if c != 2 else f"{{:>{w}}}" for c, w in enumerate(widths))
+    return "\n".join(fmt.format(*r) for r in [head] + rows)
+
+
+def plot_graph(links, ax=None, token_names=None):
+    """Draw an attribution graph: positions across, levels up; edge width by ``|value|``, labelled.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 5.5))
+    nodes = sorted({n for e in links for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
+    positions = sorted({n.position for n in nodes})
+    by_slot = {}
+    xy = {}
+    for n in nodes:
+        slot = (n.position, n.level)
+        j = by_slot.setdefault(slot, [])
+        j.append(n)
+    for (p, lev), group in by_slot.items():
+        for j, n in enumerate(group):
+            xy[n] = (positions.index(p) * 3.0 + (j - (len(group) - 1) / 2) * 1.1, lev)
+    cmap = plt.get_cmap("viridis")
+    biggest = {u: max(abs(e.value) for e in links if e.unit == u) for u in {e.unit for e in links}}
+    for e in links:
+        (x0, y0), (x1, y1) = xy[e.source], xy[e.target]
+        style = "--" if e.unit == "weight" else "-"
+        colour = cmap(0.8 if e.value >= 0 else 0.2)
+        ax.annotate("", (x1, y1 - 0.08), (x0, y0 + 0.08),
+                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
+                                    linestyle=style, shrinkA=6, shrinkB=6))
+        ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{e.value:+.2f}", fontsize=7, ha="center", va="center",
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+    for n, (x, y) in xy.items():
+        label = n.term if token_names is None or n.term != "embed" else f"{n.term}\n{token_names[n.position]!r}"
+        ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8,
+                bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.55), ec="black", lw=0.5, alpha=0.9))
+    xs = [x for x, _ in xy.values()]
+    ys = [y for _, y in xy.values()]
+    ax.set_xlim(min(xs) - 1.2, max(xs) + 1.2)
+    ax.set_ylim(min(ys) - 0.4, max(ys) + 0.4)
+    ax.set_xticks([])
+    ax.set_yticks(sorted(set(ys)))
+    ax.set_ylabel("level (0 embedding, 1 layer 0, …)")
+    ax.set_xlabel("positions (left to right; node labels give each position)")
+    return ax

@@ -260,3 +260,32 @@ def test_plot_helper_draws_bars_and_a_heatmap():
     ax = qk_attribution(m, toks, 1, 0, 4, 2).plot()
     assert ax.images[0].get_array().shape == (6, 6)
     plt.close("all")
+
+
+def test_attribution_graph_edges_are_exact():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from attnlib.attribution import attribution_graph, graph_table, plot_graph
+    m = load("induction")
+    rng = np.random.default_rng(0)
+    seg = rng.choice(50, size=12, replace=False)
+    toks = np.concatenate([[50], seg, seg])  # (25,)
+    t, k = 18, 7  # the second copy of seg[5] looks at seg[6] after the first
+    links = attribution_graph(m, toks, t, int(toks[t + 1]), 1, 0, k, top=100)
+    la, qk = logit_attribution(m, toks, t, int(toks[t + 1])), qk_attribution(m, toks, 1, 0, t, k)
+    into = lambda unit, pos, term: [e for e in links if e.unit == unit and e.target.term.startswith(term)
+                                    and e.target.position == pos]
+    assert np.isclose(sum(e.value for e in into("logit", t, "logit")), la.total, atol=1e-10)
+    side = {e.source.position: 0.0 for e in into("score", t, "score")}
+    for e in into("score", t, "score"):
+        side[e.source.position] += e.value
+    assert np.isclose(side[t], qk.total, atol=1e-10) and np.isclose(side[k], qk.total, atol=1e-10)
+    best = qk.key_side().terms()[0][0]
+    assert best.startswith("L0H")
+    assert np.isclose(sum(e.value for e in into("score", k, best)), qk.key_side()[best], atol=1e-10)
+    text = graph_table(links)
+    assert text.splitlines()[0].split() == ["from", "to", "value", "unit"] and len(text.splitlines()) == len(links) + 1
+    ax = plot_graph(links, token_names=m.token_names)
+    assert len(ax.texts) > len(links)
+    plt.close("all")
