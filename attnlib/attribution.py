@@ -4,7 +4,7 @@ The book's models have no LayerNorm and no MLP, so everything a reader of
 the residual stream sees is a sum of terms: the token embedding, the
 position embedding and each earlier head's write. A logit is linear in the
 stream, so it splits exactly over those terms (:func:`logit_attribution`);
-with the patterns frozen at their values for this input, each head's write is
+with the attention weights frozen at their values for this input, each head's write is
 linear in what its values read, so the logit splits further over *paths*
 (:func:`path_attribution`, the path expansion of Elhage et al., 2021, made
 numeric for one input); and a head's score is bilinear in what its queries
@@ -250,7 +250,7 @@ def logit_attribution(model: Model, tokens, position: int, target: int) -> Attri
 
 
 def _path_terms(model: Model, tr) -> dict:
-    """Every path's contribution to the final stream with the patterns of ``tr`` frozen.
+    """Every path's contribution to the final stream with the attention weights of ``tr`` frozen.
 
     A path is a chain of heads in increasing layers, each reading the
     previous one's output through its values (``"L0H1>L1H2"``); ``"direct"``
@@ -261,7 +261,7 @@ def _path_terms(model: Model, tr) -> dict:
         W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
         new = {}
         for name, x in chains.items():
-            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model): the pattern mixes what the values read
+            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model): the attention weights mix what the values read
             for i in range(w.n_heads):
                 head = f"L{l}H{i}"
                 new[head if name == "direct" else f"{name}>{head}"] = out[i]
@@ -270,14 +270,14 @@ def _path_terms(model: Model, tr) -> dict:
 
 
 def path_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
-    """The logit of ``target`` at ``position`` split over paths, the patterns frozen.
+    """The logit of ``target`` at ``position`` split over paths, the attention weights frozen.
 
-    With each head's pattern fixed at its value for these tokens, a head's
+    With each head's attention weights fixed at its value for these tokens, a head's
     write ``A (x W^V) W^O`` is linear in what its values read, so the final
     stream expands into paths: ``"direct"`` (embedding → unembedding), each
     single head (``"L1H2"``: the head reading the embedding), and each chain
     through later heads' values (``"L0H1>L1H2"``: a *virtual head*). The
-    patterns themselves still depend on the input (that is what
+    weights themselves still depend on the input (that is what
     :func:`qk_attribution` splits).
 
     Parameters
@@ -348,16 +348,64 @@ def qk_attribution(model: Model, tokens, layer: int, head: int, query: int, key:
     if k > q:
         raise ValueError(f"key = {k} comes after query = {q}: a causal head cannot attend there")
     tr = model.trace(tokens)
-    terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
-    W_Q, W_K = w.per_head.W_Q[head], w.per_head.W_K[head]  # (d_model, d_head) each
-    Q = terms[:, q] @ W_Q  # (n_terms, d_head)
-    K = terms[:, k] @ W_K  # (n_terms, d_head)
-    if model.smear is not None:
-        s = model.smear[layer][head]
-        K = s * K + (1 - s) * (terms[:, max(k - 1, 0)] @ W_K)  # the key the head compares with
-    values = Q @ K.T / np.sqrt(w.d_head)  # (n_terms, n_terms)
+    values = _qk_matrices(model, tr, layer, head, q, [k])[0]  # (n_terms, n_terms)
     names = ["embed", "pos"] + _head_names(model, layer)
     return Attribution(names, values, key_names=names, total=_scores(model, tr, layer)[head, q, k], what="score")
+
+
+def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: int) -> Attribution:
+    """:func:`qk_attribution` at ``key`` minus its mean over the query's other keys: what moves the softmax.
+
+    A term that adds the same amount to every key of a query cannot change
+    where the head looks (the softmax ignores a constant); the contrast keeps
+    what favours ``key`` over the others (keys ``0 .. query``).
+
+    Returns
+    -------
+    Attribution
+        ``values : (n_terms, n_terms) ndarray``; ``values.sum()`` is the score at
+        ``key`` minus the mean score at the other keys.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> a = qk_contrast(load("induction"), [50, 3, 7, 9, 3], 1, 0, 4, 2)
+    >>> a.values.shape
+    (6, 6)
+    """
+    tokens = _sequence(model, tokens)
+    layer = _index(layer, "layer", model.n_layers, "the model's layers")
+    head = _index(head, "head", model.layers[layer].n_heads, f"layer {layer}'s heads")
+    q = _index(query, "query", len(tokens), "the sequence")
+    k = _index(key, "key", len(tokens), "the sequence")
+    if k > q or q == 0:
+        raise ValueError(f"key = {k} must be at most query = {q}, and the query needs another key (query >= 1)")
+    tr = model.trace(tokens)
+    M = _qk_matrices(model, tr, layer, head, q, range(q + 1))  # (query + 1, n_terms, n_terms)
+    S = _scores(model, tr, layer)[head, q, :q + 1]  # (query + 1,)
+    others = np.arange(q + 1) != k
+    names = ["embed", "pos"] + _head_names(model, layer)
+    return Attribution(names, M[k] - M[others].mean(axis=0), key_names=names, total=S[k] - S[others].mean(),
+                       what="score contrast")
+
+
+def _qk_matrices(model: Model, tr, layer: int, head: int, q: int, keys) -> np.ndarray:
+    """Query-side × key-side terms of head ``layer, head``'s score from ``q`` to each of ``keys``.
+
+    Returns
+    -------
+    (len(keys), n_terms, n_terms) ndarray
+    """
+    w = model.layers[layer]
+    terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
+    keys = np.asarray(list(keys))
+    W_Q, W_K = w.per_head.W_Q[head], w.per_head.W_K[head]  # (d_model, d_head) each
+    Q = terms[:, q] @ W_Q  # (n_terms, d_head)
+    K = terms[:, keys] @ W_K  # (n_terms, n_keys, d_head)
+    if model.smear is not None:
+        s = model.smear[layer][head]
+        K = s * K + (1 - s) * (terms[:, np.maximum(keys - 1, 0)] @ W_K)  # the key the head compares with
+    return np.einsum("ae,bke->kab", Q, K) / np.sqrt(w.d_head)  # (n_keys, n_terms, n_terms)
 
 
 def _scores(model: Model, tr, layer: int) -> np.ndarray:
@@ -452,8 +500,8 @@ def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
       compared, after smearing) or values: one of its inputs;
     * a :class:`attnlib.paths.Edge` ``(sender, receiver, via)``: *path
       patching*: the sender's write is replaced by its clean value in the
-      receiver's inputs ``via`` only (or in what the unembedding reads),
-      through :func:`attnlib.paths.trace`. Edges cannot be mixed with other
+      receiver's inputs ``via`` only (or in what the unembedding reads), as
+      :func:`attnlib.paths.trace` removes it. Edges cannot be mixed with other
       sites, and take no ``positions``.
 
     Parameters
@@ -498,16 +546,44 @@ def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
 
 
 def _path_patch(model: Model, clean, corrupt, edges) -> np.ndarray:
-    """Each edge's sender term, in its receivers' inputs, replaced by its clean value (paths.trace, one pair at a time).
+    """Each edge's sender term, in its receivers' inputs only, replaced by its value in the clean run.
 
-    ``paths.trace(..., how="mean", reference=r)`` replaces a sender's term by
-    its mean over the runs of ``r``: with one clean sequence as ``r``, that
-    is the clean term.
+    The loop of :func:`attnlib.paths.trace` (whose edges and checks it uses),
+    with the removed term ``this run's write - the clean run's write`` row by
+    row: ``paths.trace(..., how="mean", reference=r)`` is the special case
+    of one clean sequence ``r`` for every row.
     """
-    flat_clean = clean.reshape(-1, clean.shape[-1])
-    flat_corrupt = corrupt.reshape(-1, corrupt.shape[-1])
-    out = [paths.forward(model, c, edges, how="mean", reference=k[None]) for c, k in zip(flat_corrupt, flat_clean)]
-    return np.stack(out).reshape(corrupt.shape + (model.vocab,))
+    cuts = paths._edges(model, edges)
+    clean_writes = model.trace(clean).writes  # per layer (..., n_heads, T, d_model)
+
+    def removed(sender, writes):
+        l, h = sender
+        return writes[l][..., h, :, :] - clean_writes[l][..., h, :, :]  # (..., T, d_model)
+
+    T = corrupt.shape[-1]
+    x = model.W_E[corrupt] + model.W_pos[:T]  # (..., T, d_model)
+    writes = []
+    for l, w in enumerate(model.layers):
+        # each head's three inputs: the stream, with each edge's sender term swapped for the clean one
+        inputs = np.broadcast_to(x[..., None, None, :, :], x.shape[:-2] + (3, w.n_heads) + x.shape[-2:]).copy()
+        for sender, receiver, via in cuts:  # inputs: (..., 3, n_heads, T, d_model)
+            if receiver != "logits" and receiver[0] == l:
+                for c in via:
+                    inputs[..., paths.INPUTS.index(c), receiver[1], :, :] -= removed(sender, writes)
+        W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
+        Q = np.einsum("...htd,hde->...hte", inputs[..., 0, :, :, :], W_Q)  # (..., n_heads, T, d_head)
+        K = np.einsum("...htd,hde->...hte", inputs[..., 1, :, :, :], W_K)
+        V = np.einsum("...htd,hde->...hte", inputs[..., 2, :, :, :], W_V)
+        if model.smear is not None:
+            s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
+            K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
+        out = (attention_pattern(Q, K, causal=True) @ V) @ W_O  # (..., n_heads, T, d_model)
+        writes.append(out)
+        x = x + out.sum(axis=-3)
+    for sender, receiver, _ in cuts:
+        if receiver == "logits":
+            x = x - removed(sender, writes)
+    return x @ model.W_U
 
 
 # --- a small attribution graph -------------------------------------------------
@@ -543,7 +619,7 @@ def attribution_graph(model: Model, tokens, position: int, target: int, layer: i
     2. head ``layer, head``'s score for ``position → key`` (:func:`qk_attribution`):
        its ``top`` largest query-side terms at ``position`` and key-side
        terms at ``key`` (each side alone adds up to the score; unit ``"score"``),
-       and one edge from the score to the head's write with the pattern
+       and one edge from the score to the head's write with the attention
        weight it gives that key (unit ``"weight"``);
     3. the largest key-side term, if it is an earlier head's write: that
        write's share of the score split over the positions and terms

@@ -289,3 +289,19 @@ def test_attribution_graph_edges_are_exact():
     ax = plot_graph(links, token_names=m.token_names)
     assert len(ax.texts) > len(links)
     plt.close("all")
+
+
+@pytest.mark.parametrize("name", ["induction", "plays_2l_spans", "toy3_smear"])
+def test_qk_contrast_is_the_attribution_minus_its_mean_over_the_other_keys(name):
+    from attnlib.attribution import qk_contrast
+    m = toy(smear=[np.array([0.3, 1.0]), np.array([0.7, 0.1]), np.array([0.5, 0.9])]) if name == "toy3_smear" \
+        else load(name)
+    toks = sequence(m, 10, seed=4)
+    q, k, layer = 8, 3, m.n_layers - 1
+    each = np.stack([qk_attribution(m, toks, layer, 1, q, j).values for j in range(q + 1)])
+    c = qk_contrast(m, toks, layer, 1, q, k)
+    np.testing.assert_allclose(c.values, each[k] - np.delete(each, k, 0).mean(0), atol=1e-10)
+    S = brute_scores(m, toks, layer)[1, q, :q + 1]
+    assert abs(c.total - (S[k] - np.delete(S, k).mean())) < 1e-10
+    with pytest.raises(ValueError, match="needs another key"):
+        qk_contrast(m, toks, layer, 1, 0, 0)
