@@ -141,8 +141,10 @@ class Attribution:
         return "\n".join([f"{'term':<{width}}  {'value':>{vw}}"]
                          + [f"{n:<{width}}  {c:>{vw}}" for (n, _), c in zip(rows, cells)])
 
-    def plot(self, ax=None, top: int | None = 12):
+    def plot(self, ax=None, top: int | None = 12, vmax: float | None = None):
         """A bar per term (largest ``|value|`` first), or a heatmap for a query × key matrix.
+
+        ``vmax`` fixes the heatmap's colour scale to ``[-vmax, vmax]`` (to compare two heatmaps).
 
         Returns
         -------
@@ -162,7 +164,7 @@ class Attribution:
             ax.set_xlabel(f"contribution to the {self.what}")
             ax.set_ylabel("term")
         else:
-            lim = float(np.abs(self.values).max()) or 1.0
+            lim = vmax if vmax is not None else (float(np.abs(self.values).max()) or 1.0)
             im = ax.imshow(self.values, cmap="cividis", vmin=-lim, vmax=lim)
             ax.set_xticks(range(len(self.key_names)), self.key_names, rotation=90)
             ax.set_yticks(range(len(self.names)), self.names)
@@ -703,7 +705,7 @@ def plot_graph(links, ax=None, token_names=None):
         ax.annotate("", (x1, y1 - 0.08), (x0, y0 + 0.08),
                     arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
                                     linestyle=style, shrinkA=6, shrinkB=6))
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{e.value:+.2f}", fontsize=7, ha="center", va="center",
+        ax.text(x0 + 0.4 * (x1 - x0), y0 + 0.4 * (y1 - y0), f"{e.value:+.2f}", fontsize=7, ha="center", va="center",
                 bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
     for n, (x, y) in xy.items():
         label = n.term if token_names is None or n.term != "embed" else f"{n.term}\n{token_names[n.position]!r}"
