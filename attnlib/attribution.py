@@ -263,7 +263,8 @@ def _path_terms(model: Model, tr) -> dict:
         W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
         new = {}
         for name, x in chains.items():
-            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model): the attention weights mix what the values read
+            # the attention weights mix what the values read
+            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model)
             for i in range(w.n_heads):
                 head = f"L{l}H{i}"
                 new[head if name == "direct" else f"{name}>{head}"] = out[i]
@@ -591,7 +592,7 @@ def _path_patch(model: Model, clean, corrupt, edges) -> np.ndarray:
 # --- a small attribution graph -------------------------------------------------
 
 class Node(NamedTuple):
-    """A term at a position: ``term`` (``"embed"``, ``"L0H1"``, ``"score L1H0"``, ``"logit 7"``), ``position``, ``level``."""
+    """A term at a position: ``term`` (``"embed"``, ``"L0H1"``, ``"score L1H0"``, ...), ``position``, ``level``."""
 
     term: str
     position: int
@@ -612,7 +613,7 @@ class Link(NamedTuple):
 
 def attribution_graph(model: Model, tokens, position: int, target: int, layer: int, head: int, key: int,
                       top: int = 3) -> list:
-    """The circuit behind one prediction as exact edges: logit ← heads; score ← query and key terms; key term ← sources.
+    """The circuit behind one prediction as exact edges: logit ← heads, score ← terms, key term ← sources.
 
     Three hops, each exact for these tokens:
 

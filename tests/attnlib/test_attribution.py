@@ -129,7 +129,8 @@ def test_qk_attribution_entry_by_hand():
     w = m.layers[1]
     want = (m.W_E[toks[4]] @ w.per_head.W_Q[0]) @ (tr.writes[0][2, 2] @ w.per_head.W_K[0]) / np.sqrt(w.d_head)
     assert np.isclose(a[("embed", "L0H2")], want, atol=1e-12)
-    assert np.isclose(a.query_side()["embed"], a.values[0].sum()) and np.isclose(a.key_side()["L0H2"], a.values[:, 4].sum())
+    assert np.isclose(a.query_side()["embed"], a.values[0].sum())
+    assert np.isclose(a.key_side()["L0H2"], a.values[:, 4].sum())
     with pytest.raises(KeyError, match="indexed by"):
         a["embed"]
 
