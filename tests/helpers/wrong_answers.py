@@ -496,6 +496,70 @@ WRONG = {
         ("head_output", "test-head", "the rows of X averaged, the message matrix forgotten",
          "return softmax(X @ W_P @ X.T / np.sqrt(d_head)) @ X"),
     ],
+    "09_attribution": [
+        ("logit_attribution", "test-logit", "the logit of the token at the position, not of the target",
+         "tr = model.trace(tokens)\nu = model.W_U[:, tokens[position]]\n"
+         "token = tr.embedding[position] - model.W_pos[position]\n"
+         "return np.concatenate([[token @ u, model.W_pos[position] @ u], *[w[:, position] @ u for w in tr.writes]])"),
+        ("logit_attribution", "test-logit", "the heads in head-major order (L0H0, L1H0, L0H1, ...)",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "token = tr.embedding[position] - model.W_pos[position]\n"
+         "heads = np.stack([w[:, position] @ u for w in tr.writes])   # (n_layers, n_heads)\n"
+         "return np.concatenate([[token @ u, model.W_pos[position] @ u], heads.T.ravel()])"),
+        ("logit_attribution", "test-logit", "the token and position terms swapped",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "token = tr.embedding[position] - model.W_pos[position]\n"
+         "return np.concatenate([[model.W_pos[position] @ u, token @ u], *[w[:, position] @ u for w in tr.writes]])"),
+        ("logit_attribution", "test-logit", "each head's write summed over every position",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "token = tr.embedding[position] - model.W_pos[position]\n"
+         "return np.concatenate([[token @ u, model.W_pos[position] @ u], *[w.sum(axis=1) @ u for w in tr.writes]])"),
+        ("logit_attribution", "test-logit", "the whole embedding as the token term: the position counted twice",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "return np.concatenate([[tr.embedding[position] @ u, model.W_pos[position] @ u],"
+         " *[w[:, position] @ u for w in tr.writes]])"),
+        ("qk_attribution", "test-qk", "no 1/sqrt(d_head) scale",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
+         "w = model.layers[layer].per_head\nreturn (terms[:, query] @ w.W_Q[head]) @ (terms[:, key] @ w.W_K[head]).T"),
+        ("qk_attribution", "test-qk", "sqrt(d_model) instead of sqrt(d_head)",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
+         "w = model.layers[layer].per_head\n"
+         "return (terms[:, query] @ w.W_Q[head]) @ (terms[:, key] @ w.W_K[head]).T / np.sqrt(model.d_model)"),
+        ("qk_attribution", "test-qk", "transposed: rows the key side, columns the query side",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
+         "w = model.layers[layer].per_head\n"
+         "return (terms[:, key] @ w.W_K[head]) @ (terms[:, query] @ w.W_Q[head]).T / np.sqrt(model.layers[layer].d_head)"),
+        ("qk_attribution", "test-qk", "both sides read at the query's position",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
+         "w = model.layers[layer].per_head\n"
+         "return (terms[:, query] @ w.W_Q[head]) @ (terms[:, query] @ w.W_K[head]).T / np.sqrt(model.layers[layer].d_head)"),
+        ("qk_attribution", "test-qk", "the heads of every layer as terms, the head's own layer too",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes for h in w])\n"
+         "w = model.layers[layer].per_head\n"
+         "return (terms[:, query] @ w.W_Q[head]) @ (terms[:, key] @ w.W_K[head]).T / np.sqrt(model.layers[layer].d_head)"),
+        ("keys_read", "test-keys", "the query side (rows) summed instead of the key side",
+         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
+         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
+         "return f\"L0H{int(np.argmax(M.sum(axis=1)[2:]))}\""),
+        ("keys_read", "test-keys", "the embeddings included: may name 'embed' or 'pos'",
+         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
+         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
+         "names = ['embed', 'pos'] + [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "return names[int(np.argmax(M.sum(axis=0)))]"),
+        ("keys_read", "test-keys", "the index of the head, not its name",
+         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
+         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
+         "return int(np.argmax(M.sum(axis=0)[2:]))"),
+        ("keys_read", "test-keys", "the smallest key-side term instead of the largest",
+         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
+         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
+         "return f\"L0H{int(np.argmin(M.sum(axis=0)[2:]))}\""),
+    ],
 }
 
 
@@ -758,5 +822,40 @@ ALTERNATIVES = {
          "m = max(beta, 0)\nreturn np.exp(beta - m) / (2 * np.exp(beta - m) + (n - 2) * np.exp(-m))"),
         ("averaging_weight", "the softmax of the n scores itself",
          "return softmax(np.r_[beta, beta, np.zeros(n - 2)])[0]"),
+    ],
+    "09_attribution": [
+        ("logit_attribution", "the stream's terms stacked, one matrix product",
+         "tr = model.trace(tokens)\nterms = np.concatenate([(tr.embedding - model.W_pos[:len(tokens)])[None],"
+         " model.W_pos[:len(tokens)][None], *tr.writes])   # (n_terms, T, d_model)\n"
+         "return terms[:, position] @ model.W_U[:, target]"),
+        ("logit_attribution", "a loop over layers and heads, the token's own row of W_E",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "out = [model.W_E[tokens[position]] @ u, model.W_pos[position] @ u]\n"
+         "for w in tr.writes:\n    for h in range(w.shape[0]):\n        out.append(float(w[h, position] @ u))\n"
+         "return np.array(out)"),
+        ("qk_attribution", "einsum over the stacked terms",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None], *tr.writes[:layer]])\n"
+         "w = model.layers[layer]\n"
+         "return np.einsum('ad,de,bf,fe->ab', terms[:, query], w.per_head.W_Q[head], terms[:, key],"
+         " w.per_head.W_K[head]) / w.d_head ** 0.5"),
+        ("qk_attribution", "the pattern matrix W^P, then a loop over pairs",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = [model.W_E[tokens], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w]\n"
+         "w = model.layers[layer].per_head\nW_P = w.W_Q[head] @ w.W_K[head].T   # (d_model, d_model)\n"
+         "n = len(terms)\nM = np.zeros((n, n))\nfor a in range(n):\n    for b in range(n):\n"
+         "        M[a, b] = terms[a][query] @ W_P @ terms[b][key]\n"
+         "return M / np.sqrt(model.layers[layer].d_head)"),
+        ("keys_read", "the attended key from the softmax of the totals, a dict of names",
+         "totals = [qk_attribution(model, tokens, layer, head, query, k).sum() for k in range(query + 1)]\n"
+         "key = int(np.argmax(totals))\nby_key = qk_attribution(model, tokens, layer, head, query, key).sum(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "return max(dict(zip(names, by_key[2:])).items(), key=lambda kv: kv[1])[0]"),
+        ("keys_read", "a loop keeping the best so far",
+         "A = model.trace(tokens).patterns[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = qk_attribution(model, tokens, layer, head, query, key)\nbest, name, j = -np.inf, None, 2\n"
+         "for l in range(layer):\n    for i in range(model.layers[l].n_heads):\n"
+         "        if M[:, j].sum() > best:\n            best, name = M[:, j].sum(), f'L{l}H{i}'\n        j += 1\n"
+         "return name"),
     ],
 }

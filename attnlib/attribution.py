@@ -1,0 +1,723 @@
+"""Attribution: where a logit and an attention score come from, exactly (chapter 16).
+
+The book's models have no LayerNorm and no MLP, so everything a reader of
+the residual stream sees is a sum of terms: the token embedding, the
+position embedding and each earlier head's write. A logit is linear in the
+stream, so it splits exactly over those terms (:func:`logit_attribution`);
+with the attention weights frozen at their values for this input, each head's write is
+linear in what its values read, so the logit splits further over *paths*
+(:func:`path_attribution`, the path expansion of Elhage et al., 2021, made
+numeric for one input); and a head's score is bilinear in what its queries
+and keys read, so it splits over pairs of a query-side and a key-side term
+(:func:`qk_attribution`: ``W^P`` read term by term, as in Ameisen et al.'s
+QK attributions, 2025). No gradient and no replacement model is involved:
+each :class:`Attribution`'s values add up to the model's own number.
+
+:func:`patch` is the experimental counterpart: run a *corrupt* input with
+chosen activations taken from a *clean* one (activation patching), or with
+one sender's write replaced in one receiver's input only (path patching,
+through :mod:`attnlib.paths`).
+
+Examples
+--------
+>>> from attnlib.model import load
+>>> m = load("induction")
+>>> toks = np.array([50, 3, 7, 9, 3, 7])
+>>> a = logit_attribution(m, toks, 4, 7)
+>>> bool(np.isclose(a.values.sum(), m.forward(toks)[4, 7]))
+True
+"""
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from .attention import attention_pattern
+from .model import Model
+from . import paths
+
+SIDES = "qkv"
+"""A head's three inputs, as :func:`patch` names them."""
+
+
+class Attribution:
+    """Named terms whose values add up to one number (a logit, or a scaled score).
+
+    Parameters
+    ----------
+    names : list of str
+        One name per entry of the first axis of ``values``.
+    values : (n,) or (n, m) array_like
+        The terms; a matrix for a query-by-key split (rows: query side).
+    key_names : list of str, optional
+        For a matrix, one name per column (the key side).
+    total : float, optional
+        What the terms add up to, computed independently (checked to 1e-8
+        relative, so a wrong split cannot be built silently).
+
+    Examples
+    --------
+    >>> a = Attribution(["x", "y"], [2.0, -0.5])
+    >>> a.total, a["y"]
+    (1.5, -0.5)
+    """
+
+    def __init__(self, names, values, key_names=None, total=None, what="logit"):
+        values = np.asarray(values, dtype=float)
+        names = [str(n) for n in names]
+        if values.ndim not in (1, 2) or values.shape[0] != len(names):
+            raise ValueError(f"values has shape {values.shape}: expected ({len(names)},) or ({len(names)}, m),"
+                             f" one row per name")
+        if values.ndim == 2:
+            if key_names is None or len(key_names) != values.shape[1]:
+                raise ValueError(f"a matrix of values {values.shape} needs key_names, one per column")
+            key_names = [str(n) for n in key_names]
+        elif key_names is not None:
+            raise ValueError("key_names is only for a matrix of values (query side × key side)")
+        self.names, self.values, self.key_names, self.what = names, values, key_names, what
+        self.values.setflags(write=False)
+        if total is not None and not np.isclose(values.sum(), total, rtol=1e-8, atol=1e-8):
+            raise ValueError(f"the terms add up to {values.sum()!r}, not to the {what} {total!r}")
+
+    @property
+    def total(self) -> float:
+        """The sum of the terms: the logit or the score."""
+        return float(self.values.sum())
+
+    def __getitem__(self, name):
+        """A term's value by name; ``(query_name, key_name)`` for a matrix."""
+        if self.key_names is not None:
+            if not (isinstance(name, tuple) and len(name) == 2 and name[0] in self.names
+                    and name[1] in self.key_names):
+                raise KeyError(f"a query × key attribution is indexed by (query term, key term), got {name!r};"
+                               f" the terms are {self.names}")
+            return float(self.values[self.names.index(name[0]), self.key_names.index(name[1])])
+        if name not in self.names:
+            raise KeyError(f"no term called {name!r}: the terms are {self.names}")
+        return float(self.values[self.names.index(name)])
+
+    def query_side(self) -> "Attribution":
+        """A matrix's rows summed: how much each query-side term brings, whatever the key side."""
+        return Attribution(self.names, self.values.sum(axis=1), total=self.total, what=self.what)
+
+    def key_side(self) -> "Attribution":
+        """A matrix's columns summed: how much each key-side term brings, whatever the query side."""
+        return Attribution(self.key_names, self.values.sum(axis=0), total=self.total, what=self.what)
+
+    def terms(self) -> list:
+        """``(name, value)`` pairs, largest ``|value|`` first; names ``"query × key"`` for a matrix."""
+        if self.key_names is None:
+            pairs = list(zip(self.names, self.values))
+        else:
+            pairs = [(f"{q} × {k}", v) for q, row in zip(self.names, self.values) for k, v in zip(self.key_names, row)]
+        return sorted(((n, float(v)) for n, v in pairs), key=lambda p: -abs(p[1]))
+
+    def share(self, name) -> float:
+        """A term's value as a fraction of the sum of ``|values|`` (how much of the total movement it is)."""
+        return self[name] / float(np.abs(self.values).sum())
+
+    def table(self, top: int | None = 10, digits: int = 3) -> str:
+        """The terms as aligned text, largest ``|value|`` first, with their sum.
+
+        Examples
+        --------
+        >>> print(Attribution(["x", "y"], [2.0, -0.5]).table())
+        term   value
+        x      2.000
+        y     -0.500
+        total  1.500
+        """
+        rows = self.terms()
+        rest = rows[top:] if top is not None else []
+        rows = rows[:top] if top is not None else rows
+        if rest:
+            rows.append((f"({len(rest)} others)", sum(v for _, v in rest)))
+        rows.append(("total", self.total))
+        width = max(len("term"), *(len(n) for n, _ in rows))
+        cells = [f"{v:.{digits}f}" for _, v in rows]
+        vw = max(len("value"), *(len(c) for c in cells))
+        return "\n".join([f"{'term':<{width}}  {'value':>{vw}}"]
+                         + [f"{n:<{width}}  {c:>{vw}}" for (n, _), c in zip(rows, cells)])
+
+    def plot(self, ax=None, top: int | None = 12, vmax: float | None = None):
+        """A bar per term (largest ``|value|`` first), or a heatmap for a query × key matrix.
+
+        ``vmax`` fixes the heatmap's colour scale to ``[-vmax, vmax]`` (to compare two heatmaps).
+
+        Returns
+        -------
+        matplotlib Axes
+        """
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3.2))
+        if self.key_names is None:
+            rows = self.terms()[:top] if top is not None else self.terms()
+            cmap = plt.get_cmap("viridis")
+            ax.barh(range(len(rows)), [v for _, v in rows], color=[cmap(0.25 if v < 0 else 0.75) for _, v in rows])
+            ax.set_yticks(range(len(rows)), [n for n, _ in rows])
+            ax.invert_yaxis()
+            ax.axvline(0, color="grey", lw=0.8)
+            ax.set_xlabel(f"contribution to the {self.what}")
+            ax.set_ylabel("term")
+        else:
+            lim = vmax if vmax is not None else (float(np.abs(self.values).max()) or 1.0)
+            im = ax.imshow(self.values, cmap="cividis", vmin=-lim, vmax=lim)
+            ax.set_xticks(range(len(self.key_names)), self.key_names, rotation=90)
+            ax.set_yticks(range(len(self.names)), self.names)
+            ax.set_xlabel("key-side term")
+            ax.set_ylabel("query-side term")
+            ax.figure.colorbar(im, ax=ax, label=f"contribution to the {self.what}")
+        return ax
+
+    def __repr__(self) -> str:
+        shape = "×".join(str(s) for s in self.values.shape)
+        return f"Attribution({self.what} {self.total:.4g} over {shape} terms)"
+
+
+# --- checking the arguments ---------------------------------------------------
+
+def _sequence(model: Model, tokens) -> np.ndarray:
+    tokens = model._tokens(tokens)
+    if tokens.ndim != 1:
+        raise ValueError(f"tokens must be one sequence (T,), got shape {tokens.shape}")
+    return tokens
+
+
+def _index(value, name, n, what) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if not -n <= value < n:
+        raise ValueError(f"{name} = {value} is out of range: {what} has {n}")
+    return int(value) % n
+
+
+def _head_names(model: Model, below: int) -> list:
+    return [f"L{l}H{i}" for l in range(below) for i in range(model.layers[l].n_heads)]
+
+
+def _terms(model: Model, tr, below: int) -> np.ndarray:
+    """The stream before layer ``below`` as its terms: token, position, each earlier head's write.
+
+    Returns
+    -------
+    (2 + n_earlier_heads, T, d_model) ndarray
+    """
+    T = tr.embedding.shape[-2]
+    return np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None]]
+                          + [tr.writes[l] for l in range(below)])  # (n_terms, T, d_model)
+
+
+# --- attributions -------------------------------------------------------------
+
+def logit_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
+    """The logit of ``target`` at ``position`` split over the residual stream's terms.
+
+    The final stream is ``W_E[tokens] + W_pos[:T] + Σ_(l,i) write_(l,i)``, so
+    the logit ``x_T W_U[:, target]`` is a sum of one term per summand (direct
+    logit attribution): ``"embed"`` (the token), ``"pos"`` (the position) and
+    ``"L0H0"``, ``"L0H1"``, ... (each head's write).
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    position : int
+        The position whose next-token logit is split (negative counts from the end).
+    target : int
+        The token whose logit is split.
+
+    Returns
+    -------
+    Attribution
+        ``values : (2 + n_heads_total,) ndarray``; ``values.sum()`` is the logit.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> logit_attribution(m, [50, 3, 7, 9, 3], -1, 7).names[:4]
+    ['embed', 'pos', 'L0H0', 'L0H1']
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
+    tr = model.trace(tokens)
+    terms = _terms(model, tr, model.n_layers)[:, t]  # (n_terms, d_model)
+    return Attribution(["embed", "pos"] + _head_names(model, model.n_layers), terms @ u,
+                       total=tr.logits[t, target], what="logit")
+
+
+def _path_terms(model: Model, tr) -> dict:
+    """Every path's contribution to the final stream with the attention weights of ``tr`` frozen.
+
+    A path is a chain of heads in increasing layers, each reading the
+    previous one's output through its values (``"L0H1>L1H2"``); ``"direct"``
+    is the embedding itself. Returns name to ``(T, d_model)`` array.
+    """
+    chains = {"direct": tr.embedding}  # (T, d_model)
+    for l, w in enumerate(model.layers):
+        W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
+        new = {}
+        for name, x in chains.items():
+            # the attention weights mix what the values read
+            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model)
+            for i in range(w.n_heads):
+                head = f"L{l}H{i}"
+                new[head if name == "direct" else f"{name}>{head}"] = out[i]
+        chains.update(new)
+    return chains
+
+
+def path_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
+    """The logit of ``target`` at ``position`` split over paths, the attention weights frozen.
+
+    With each head's attention weights fixed at its value for these tokens, a head's
+    write ``A (x W^V) W^O`` is linear in what its values read, so the final
+    stream expands into paths: ``"direct"`` (embedding → unembedding), each
+    single head (``"L1H2"``: the head reading the embedding), and each chain
+    through later heads' values (``"L0H1>L1H2"``: a *virtual head*). The
+    weights themselves still depend on the input (that is what
+    :func:`qk_attribution` splits).
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    position : int
+    target : int
+
+    Returns
+    -------
+    Attribution
+        One value per path; ``values.sum()`` is the logit.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> a = path_attribution(load("induction"), [50, 3, 7, 9, 3], -1, 7)
+    >>> len(a.names), a.names[-1]      # direct, 4 + 4 heads, 4 x 4 virtual heads
+    (25, 'L0H3>L1H3')
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
+    tr = model.trace(tokens)
+    chains = _path_terms(model, tr)
+    return Attribution(list(chains), [x[t] @ u for x in chains.values()], total=tr.logits[t, target], what="logit")
+
+
+def qk_attribution(model: Model, tokens, layer: int, head: int, query: int, key: int) -> Attribution:
+    """Head ``layer, head``'s score for ``query`` → ``key`` split into query-side × key-side terms.
+
+    The score is ``x_q W^P x_kᵀ / √d_head`` (before the softmax, scaled as
+    the model scales it), and both ``x_q`` and ``x_k`` are sums of terms
+    (``"embed"``, ``"pos"``, each earlier head's write), so the score is the
+    sum of a matrix: entry ``(a, b)`` is ``a_q W^P b_kᵀ / √d_head``. For a
+    head with smeared keys the key side of term ``b`` is ``s b_k + (1 − s)
+    b_(k−1)``, as the model computes it.
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    layer, head : int
+        The head whose score is split.
+    query, key : int
+        Positions, ``key <= query`` (the model is causal).
+
+    Returns
+    -------
+    Attribution
+        ``values : (n_terms, n_terms) ndarray``, rows the query side; ``values.sum()`` is the score.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> a = qk_attribution(load("induction"), [50, 3, 7, 9, 3], 1, 0, 4, 2)
+    >>> a.values.shape, a.names[:3]
+    ((6, 6), ['embed', 'pos', 'L0H0'])
+    """
+    tokens = _sequence(model, tokens)
+    layer = _index(layer, "layer", model.n_layers, "the model's layers")
+    w = model.layers[layer]
+    head = _index(head, "head", w.n_heads, f"layer {layer}'s heads")
+    T = len(tokens)
+    q = _index(query, "query", T, "the sequence")
+    k = _index(key, "key", T, "the sequence")
+    if k > q:
+        raise ValueError(f"key = {k} comes after query = {q}: a causal head cannot attend there")
+    tr = model.trace(tokens)
+    values = _qk_matrices(model, tr, layer, head, q, [k])[0]  # (n_terms, n_terms)
+    names = ["embed", "pos"] + _head_names(model, layer)
+    return Attribution(names, values, key_names=names, total=_scores(model, tr, layer)[head, q, k], what="score")
+
+
+def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: int) -> Attribution:
+    """:func:`qk_attribution` at ``key`` minus its mean over the query's other keys: what moves the softmax.
+
+    A term that adds the same amount to every key of a query cannot change
+    where the head looks (the softmax ignores a constant); the contrast keeps
+    what favours ``key`` over the others (keys ``0 .. query``).
+
+    Returns
+    -------
+    Attribution
+        ``values : (n_terms, n_terms) ndarray``; ``values.sum()`` is the score at
+        ``key`` minus the mean score at the other keys.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> a = qk_contrast(load("induction"), [50, 3, 7, 9, 3], 1, 0, 4, 2)
+    >>> a.values.shape
+    (6, 6)
+    """
+    tokens = _sequence(model, tokens)
+    layer = _index(layer, "layer", model.n_layers, "the model's layers")
+    head = _index(head, "head", model.layers[layer].n_heads, f"layer {layer}'s heads")
+    q = _index(query, "query", len(tokens), "the sequence")
+    k = _index(key, "key", len(tokens), "the sequence")
+    if k > q or q == 0:
+        raise ValueError(f"key = {k} must be at most query = {q}, and the query needs another key (query >= 1)")
+    tr = model.trace(tokens)
+    M = _qk_matrices(model, tr, layer, head, q, range(q + 1))  # (query + 1, n_terms, n_terms)
+    S = _scores(model, tr, layer)[head, q, :q + 1]  # (query + 1,)
+    others = np.arange(q + 1) != k
+    names = ["embed", "pos"] + _head_names(model, layer)
+    return Attribution(names, M[k] - M[others].mean(axis=0), key_names=names, total=S[k] - S[others].mean(),
+                       what="score contrast")
+
+
+def _qk_matrices(model: Model, tr, layer: int, head: int, q: int, keys) -> np.ndarray:
+    """Query-side × key-side terms of head ``layer, head``'s score from ``q`` to each of ``keys``.
+
+    Returns
+    -------
+    (len(keys), n_terms, n_terms) ndarray
+    """
+    w = model.layers[layer]
+    terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
+    keys = np.asarray(list(keys))
+    W_Q, W_K = w.per_head.W_Q[head], w.per_head.W_K[head]  # (d_model, d_head) each
+    Q = terms[:, q] @ W_Q  # (n_terms, d_head)
+    K = terms[:, keys] @ W_K  # (n_terms, n_keys, d_head)
+    if model.smear is not None:
+        s = model.smear[layer][head]
+        K = s * K + (1 - s) * (terms[:, np.maximum(keys - 1, 0)] @ W_K)  # the key the head compares with
+    return np.einsum("ae,bke->kab", Q, K) / np.sqrt(w.d_head)  # (n_keys, n_terms, n_terms)
+
+
+def _scores(model: Model, tr, layer: int) -> np.ndarray:
+    """Every head's scaled score in ``layer`` from the traced stream: ``(n_heads, T, T)``, unmasked."""
+    w = model.layers[layer]
+    x = tr.residual[layer]  # (T, d_model)
+    Q = np.einsum("td,hde->hte", x, w.per_head.W_Q)  # (n_heads, T, d_head)
+    K = np.einsum("td,hde->hte", x, w.per_head.W_K)
+    if model.smear is not None:
+        s = model.smear[layer][:, None, None]  # (n_heads, 1, 1)
+        K = s * K + (1 - s) * np.concatenate([K[:, :1], K[:, :-1]], axis=1)
+    return Q @ np.swapaxes(K, -1, -2) / np.sqrt(w.d_head)  # (n_heads, T, T)
+
+
+# --- patching -------------------------------------------------------------------
+
+def _sites(model: Model, sites) -> tuple:
+    """Split ``sites`` into activation sites (normalised tuples) and path-patching edges."""
+    if isinstance(sites, (str, paths.Edge)) or (isinstance(sites, tuple) and sites
+                                                 and isinstance(sites[0], numbers.Integral)):
+        sites = [sites]
+    acts, edges = [], []
+    for s in sites:
+        if isinstance(s, paths.Edge):
+            edges.append(s)
+            continue
+        if s == "embed":
+            acts.append(("embed",))
+            continue
+        ok = isinstance(s, tuple) and len(s) in (2, 3) and (len(s) == 2 or s[2] in tuple(SIDES))
+        if ok:
+            try:
+                paths._pair(model, tuple(s[:2]), "site")
+            except ValueError:
+                ok = False
+        if not ok:
+            raise ValueError(f"site {s!r} is not 'embed', (layer, head) or (layer, head, 'q' | 'k' | 'v') of this"
+                             f" model ({model.n_layers} layers of {[w.n_heads for w in model.layers]} heads),"
+                             " nor a paths.Edge")
+        acts.append((int(s[0]), int(s[1])) + tuple(s[2:]))
+    return acts, edges
+
+
+def _run(model: Model, tokens, patches=None, positions=None) -> tuple:
+    """Run the model, replacing the named activations by ``patches[site]`` at ``positions``.
+
+    Returns the logits and every activation a site can name (from this run).
+    """
+    patches = patches or {}
+    pos = slice(None) if positions is None else positions
+    T = tokens.shape[-1]
+    acts = {}
+    x = model.W_E[tokens] + model.W_pos[:T]  # (..., T, d_model)
+    if ("embed",) in patches:
+        x = x.copy()
+        x[..., pos, :] = patches[("embed",)][..., pos, :]
+    acts[("embed",)] = x
+    for l, w in enumerate(model.layers):
+        QKV = {}
+        for c, W in zip(SIDES, (w.per_head.W_Q, w.per_head.W_K, w.per_head.W_V)):
+            Y = np.einsum("...td,hde->...hte", x, W)  # (..., n_heads, T, d_head)
+            if c == "k" and model.smear is not None:  # the key the head compares with
+                s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
+                Y = s * Y + (1 - s) * np.concatenate([Y[..., :1, :], Y[..., :-1, :]], axis=-2)
+            for i in range(w.n_heads):
+                if (l, i, c) in patches:
+                    Y = Y.copy()
+                    Y[..., i, pos, :] = patches[(l, i, c)][..., pos, :]
+                acts[(l, i, c)] = Y[..., i, :, :]
+            QKV[c] = Y
+        A = attention_pattern(QKV["q"], QKV["k"], causal=True)  # (..., n_heads, T, T)
+        out = (A @ QKV["v"]) @ w.per_head.W_O  # (..., n_heads, T, d_model)
+        for i in range(w.n_heads):
+            if (l, i) in patches:
+                out = out.copy()
+                out[..., i, pos, :] = patches[(l, i)][..., pos, :]
+            acts[(l, i)] = out[..., i, :, :]
+        x = x + out.sum(axis=-3)
+    return x @ model.W_U, acts
+
+
+def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
+    """Logits of the ``corrupt`` run with the activations at ``sites`` taken from the ``clean`` run.
+
+    Activation patching: each named activation of the corrupt run is
+    replaced by its value in the clean run (at every position, or at
+    ``positions``), and everything downstream is recomputed. A site is
+
+    * ``"embed"``: the embedding ``W_E[tokens] + W_pos[:T]``;
+    * ``(layer, head)``: the head's write into the stream;
+    * ``(layer, head, "q" | "k" | "v")``: the head's queries, keys (as
+      compared, after smearing) or values: one of its inputs;
+    * a :class:`attnlib.paths.Edge` ``(sender, receiver, via)``: *path
+      patching*: the sender's write is replaced by its clean value in the
+      receiver's inputs ``via`` only (or in what the unembedding reads), as
+      :func:`attnlib.paths.trace` removes it. Edges cannot be mixed with other
+      sites, and take no ``positions``.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+        The same shape; batch rows are paired.
+    sites : list
+        What to patch (see above).
+    positions : sequence of int, optional
+        Patch these positions only (default: every position).
+
+    Returns
+    -------
+    (..., T, vocab) ndarray
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean, corrupt = np.array([50, 3, 7, 3, 7]), np.array([50, 3, 7, 9, 8])
+    >>> bool(np.allclose(patch(m, clean, corrupt, ["embed"]), m.forward(clean)))
+    True
+    """
+    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
+    if clean.shape != corrupt.shape:
+        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
+                         " (row i of one is patched into row i of the other)")
+    acts, edges = _sites(model, sites)
+    T = clean.shape[-1]
+    if positions is not None:
+        positions = np.asarray(positions)
+        if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
+            raise ValueError(f"positions must be a list of integers in -{T} .. {T - 1}, got {positions!r}")
+    if edges:
+        if acts or positions is not None:
+            raise ValueError("path patching (paths.Edge sites) takes neither other sites nor positions")
+        return _path_patch(model, clean, corrupt, edges)
+    _, cache = _run(model, clean)
+    logits, _ = _run(model, corrupt, {s: cache[s] for s in acts}, positions)
+    return logits
+
+
+def _path_patch(model: Model, clean, corrupt, edges) -> np.ndarray:
+    """Each edge's sender term, in its receivers' inputs only, replaced by its value in the clean run.
+
+    The loop of :func:`attnlib.paths.trace` (whose edges and checks it uses),
+    with the removed term ``this run's write - the clean run's write`` row by
+    row: ``paths.trace(..., how="mean", reference=r)`` is the special case
+    of one clean sequence ``r`` for every row.
+    """
+    cuts = paths._edges(model, edges)
+    clean_writes = model.trace(clean).writes  # per layer (..., n_heads, T, d_model)
+
+    def removed(sender, writes):
+        l, h = sender
+        return writes[l][..., h, :, :] - clean_writes[l][..., h, :, :]  # (..., T, d_model)
+
+    T = corrupt.shape[-1]
+    x = model.W_E[corrupt] + model.W_pos[:T]  # (..., T, d_model)
+    writes = []
+    for l, w in enumerate(model.layers):
+        # each head's three inputs: the stream, with each edge's sender term swapped for the clean one
+        inputs = np.broadcast_to(x[..., None, None, :, :], x.shape[:-2] + (3, w.n_heads) + x.shape[-2:]).copy()
+        for sender, receiver, via in cuts:  # inputs: (..., 3, n_heads, T, d_model)
+            if receiver != "logits" and receiver[0] == l:
+                for c in via:
+                    inputs[..., paths.INPUTS.index(c), receiver[1], :, :] -= removed(sender, writes)
+        W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
+        Q = np.einsum("...htd,hde->...hte", inputs[..., 0, :, :, :], W_Q)  # (..., n_heads, T, d_head)
+        K = np.einsum("...htd,hde->...hte", inputs[..., 1, :, :, :], W_K)
+        V = np.einsum("...htd,hde->...hte", inputs[..., 2, :, :, :], W_V)
+        if model.smear is not None:
+            s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
+            K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
+        out = (attention_pattern(Q, K, causal=True) @ V) @ W_O  # (..., n_heads, T, d_model)
+        writes.append(out)
+        x = x + out.sum(axis=-3)
+    for sender, receiver, _ in cuts:
+        if receiver == "logits":
+            x = x - removed(sender, writes)
+    return x @ model.W_U
+
+
+# --- a small attribution graph -------------------------------------------------
+
+class Node(NamedTuple):
+    """A term at a position: ``term`` (``"embed"``, ``"L0H1"``, ``"score L1H0"``, ...), ``position``, ``level``."""
+
+    term: str
+    position: int
+    level: float
+
+    def __str__(self) -> str:
+        return f"{self.term}@{self.position}"
+
+
+class Link(NamedTuple):
+    """An edge of an attribution graph: ``source`` adds ``value`` (in ``unit``) to ``target``."""
+
+    source: Node
+    target: Node
+    value: float
+    unit: str
+
+
+def attribution_graph(model: Model, tokens, position: int, target: int, layer: int, head: int, key: int,
+                      top: int = 3) -> list:
+    """The circuit behind one prediction as exact edges: logit ← heads, score ← terms, key term ← sources.
+
+    Three hops, each exact for these tokens:
+
+    1. the ``top`` largest terms of :func:`logit_attribution` at ``position``
+       into the target logit (unit ``"logit"``);
+    2. head ``layer, head``'s score for ``position → key`` (:func:`qk_attribution`):
+       its ``top`` largest query-side terms at ``position`` and key-side
+       terms at ``key`` (each side alone adds up to the score; unit ``"score"``),
+       and one edge from the score to the head's write with the attention
+       weight it gives that key (unit ``"weight"``);
+    3. the largest key-side term, if it is an earlier head's write: that
+       write's share of the score split over the positions and terms
+       (``"embed"``, ``"pos"``) it reads through its values (``top``
+       largest; unit ``"score"``; exact for a layer-0 head).
+
+    Returns
+    -------
+    list of Link
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    la = logit_attribution(model, tokens, t, target)
+    qk = qk_attribution(model, tokens, layer, head, t, key)
+    k = _index(key, "key", len(tokens), "the sequence")
+    level = {"embed": 0.0, "pos": 0.0}
+    level.update({f"L{l}H{i}": 1.0 + l for l in range(model.n_layers) for i in range(model.layers[l].n_heads)})
+    logit = Node(f"logit {model.token_names[target]}", t, model.n_layers + 1.0)
+    score = Node(f"score L{layer}H{head}", t, layer + 0.5)
+    links = [Link(Node(n, t, level[n]), logit, v, "logit") for n, v in la.terms()[:top]]
+    tr = model.trace(tokens)
+    links.append(Link(score, Node(f"L{layer}H{head}", t, level[f"L{layer}H{head}"]),
+                      float(tr.patterns[layer][head, t, k]), "weight"))
+    links += [Link(Node(n, t, level[n]), score, v, "score") for n, v in qk.query_side().terms()[:top]]
+    key_terms = qk.key_side().terms()
+    links += [Link(Node(n, k, level[n]), score, v, "score") for n, v in key_terms[:top]]
+    best = key_terms[0][0]
+    if best.startswith("L0H") and model.smear is None:
+        i = int(best[3:])
+        w, v_layer = model.layers[layer], model.layers[0]
+        q_vec = (tr.residual[layer][t] @ w.per_head.W_Q[head]) / np.sqrt(w.d_head)  # (d_head,)
+        T = len(tokens)
+        parts = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]])  # (2, T, d_model): embed, pos
+        via = parts @ (v_layer.per_head.W_V[i] @ v_layer.per_head.W_O[i]) @ w.per_head.W_K[head]  # (2, T, d_head)
+        contrib = tr.patterns[0][i, k][None, :] * (via @ q_vec)  # (2, T): exact shares of the key-side term
+        order = np.argsort(-np.abs(contrib), axis=None)[:top]
+        for flat in order:
+            which, s = np.unravel_index(flat, contrib.shape)
+            name = ("embed", "pos")[which]
+            links.append(Link(Node(name, int(s), 0.0), Node(best, k, 1.0), float(contrib[which, s]), "score"))
+    return links
+
+
+def graph_table(links) -> str:
+    """An attribution graph's edges as aligned text: the figure's text alternative."""
+    rows = [(str(e.source), str(e.target), f"{e.value:+.2f}", e.unit) for e in links]
+    head = ("from", "to", "value", "unit")
+    widths = [max(len(r[c]) for r in rows + [head]) for c in range(4)]
+    fmt = "  ".join(f"{{:<{w}}}" if c != 2 else f"{{:>{w}}}" for c, w in enumerate(widths))
+    return "\n".join(fmt.format(*r) for r in [head] + rows)
+
+
+def plot_graph(links, ax=None, token_names=None):
+    """Draw an attribution graph: positions across, levels up; edge width by ``|value|``, labelled.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 5.5))
+    nodes = sorted({n for e in links for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
+    positions = sorted({n.position for n in nodes})
+    by_slot = {}
+    xy = {}
+    for n in nodes:
+        slot = (n.position, n.level)
+        j = by_slot.setdefault(slot, [])
+        j.append(n)
+    for (p, lev), group in by_slot.items():
+        for j, n in enumerate(group):
+            xy[n] = (positions.index(p) * 3.0 + (j - (len(group) - 1) / 2) * 1.1, lev)
+    cmap = plt.get_cmap("viridis")
+    biggest = {u: max(abs(e.value) for e in links if e.unit == u) for u in {e.unit for e in links}}
+    for e in links:
+        (x0, y0), (x1, y1) = xy[e.source], xy[e.target]
+        style = "--" if e.unit == "weight" else "-"
+        colour = cmap(0.8 if e.value >= 0 else 0.2)
+        ax.annotate("", (x1, y1 - 0.08), (x0, y0 + 0.08),
+                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
+                                    linestyle=style, shrinkA=6, shrinkB=6))
+        ax.text(x0 + 0.4 * (x1 - x0), y0 + 0.4 * (y1 - y0), f"{e.value:+.2f}", fontsize=7, ha="center", va="center",
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+    for n, (x, y) in xy.items():
+        label = n.term if token_names is None or n.term != "embed" else f"{n.term}\n{token_names[n.position]!r}"
+        ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8,
+                bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.55), ec="black", lw=0.5, alpha=0.9))
+    xs = [x for x, _ in xy.values()]
+    ys = [y for _, y in xy.values()]
+    ax.set_xlim(min(xs) - 1.2, max(xs) + 1.2)
+    ax.set_ylim(min(ys) - 0.4, max(ys) + 0.4)
+    ax.set_xticks([])
+    ax.set_yticks(sorted(set(ys)))
+    ax.set_ylabel("level (0 embedding, 1 layer 0, …)")
+    ax.set_xlabel("positions (left to right; node labels give each position)")
+    return ax
