@@ -143,7 +143,10 @@ def check() -> str:
                  if cgroups_available() else "no cap on the number of processes (cgroups are not writable here)")
         return (f"Student code runs in a sandbox (bubblewrap): no network, no view of the repository, the course"
                 f" folder or other students' work; {nbytes / 2**30:.1f} GiB of memory and {cpu} s of CPU per"
-                f" process (PM_GRADE_MEMORY, PM_GRADE_CPU); {procs}.")
+                f" process (PM_GRADE_MEMORY, PM_GRADE_CPU); {procs}; "
+                + ("each kernel forked from a warm template that imported numpy, attnlib and matplotlib"
+                   " (PM_GRADE_WARM=0: a new Python each)." if warm_wanted() else
+                   "each kernel a new Python (PM_GRADE_WARM=0)."))
     if unsafe():
         return ("WARNING: bubblewrap (bwrap) is missing and PM_GRADE_UNSAFE=1 (make grade UNSAFE=1) was given:"
                 " student code runs as you, with your files and network. Grade only work you trust.")
@@ -338,7 +341,8 @@ class Template:
             shutil.copy(_font_list(), mpl)
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg", MPLCONFIGDIR=str(mpl),
                    HOME=str(self.folder), JPY_PARENT_PID="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm.py"))], cwd=self.folder,
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm.py")), str(self.folder)],
+                                     cwd=self.folder,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if self._line(timeout=120) != "ready":
             self.close()

@@ -201,4 +201,10 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    try:
+        serve()
+    finally:  # its folder (the matplotlib cache it was started with) goes with it, however the grader ended
+        if len(sys.argv) > 1:
+            import shutil
+
+            shutil.rmtree(sys.argv[1], ignore_errors=True)
