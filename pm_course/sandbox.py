@@ -349,10 +349,15 @@ class Template:
             raise RuntimeError("the warm kernel template did not start")
 
     @classmethod
-    def get(cls) -> Template:
+    def get(cls) -> Template | None:
+        """This process's template; None when it could not start (kernels then start cold, as safe)."""
         with cls._lock:
             if os.getpid() not in cls._by_pid:
-                cls._by_pid[os.getpid()] = cls()
+                try:
+                    cls._by_pid[os.getpid()] = cls()
+                except (OSError, RuntimeError) as err:
+                    print(f"warm kernel template: {err}; each kernel starts as a new Python", file=sys.stderr)
+                    cls._by_pid[os.getpid()] = None
             return cls._by_pid[os.getpid()]
 
     def _line(self, timeout: float) -> str:
@@ -454,9 +459,8 @@ class SandboxKernelManager(AsyncKernelManager):
         # a signal would reach bubblewrap, not the kernel (and end the sandbox): interrupt
         # with a message on the control channel, which the kernel turns into its own SIGINT
         self.kernel_spec.interrupt_mode = "message"
-        self._warm = warm_wanted()
+        self._warm = warm_wanted() and Template.get() is not None  # started before the sandbox that waits for it
         if self._warm:
-            Template.get()  # started (once per process) before the sandbox that waits for it
             os.mkfifo(self._runtime / "alive")
         started = await super().start_kernel(**kw)
         if self._warm:
@@ -478,8 +482,8 @@ class SandboxKernelManager(AsyncKernelManager):
                 await asyncio.sleep(0.002)
         nbytes, cpu = limits()
         Template.get().fork({"sandbox_pid": pid, "alive": str(self._runtime / "alive"), "cwd": self._work,
-                             "env": {**self._env, **self._setenv}, "argv": self._kernel_args, "memory": nbytes, "cpu": cpu,
-                             "cgroups": [str(g) for g in self._cgroups]})
+                             "env": {**self._env, **self._setenv}, "argv": self._kernel_args,
+                             "memory": nbytes, "cpu": cpu, "cgroups": [str(g) for g in self._cgroups]})
 
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
