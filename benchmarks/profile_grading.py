@@ -219,6 +219,9 @@ def profile(assignment: str = "02_averaging", students: int = 5) -> dict:
                 grade_mod._autograde(entry)
             steps.close_notebook()
     finally:
+        from pm_course import sandbox
+
+        sandbox._close_template()  # it lives in the measuring cgroup: gone before the cgroup is removed
         meter.close()
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)
