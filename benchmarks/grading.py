@@ -4,7 +4,9 @@
 through Canvas's "Download Submissions" zips and collected by ``pm-course``.)
 
 1. nbgrader's own CLI, ``nbgrader autograde <assignment>`` once per assignment
-   (with this repository's configuration, so its kernels are sandboxed too);
+   (with this repository's configuration, so its kernels are sandboxed too,
+   each a new Python as nbgrader starts them: ``PM_GRADE_WARM=0``, not forked
+   from pm-course's warm template);
 2. ``make grade`` with ``JOBS=1``;
 3. ``make grade`` with ``JOBS`` = the number of cores.
 
@@ -87,10 +89,24 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run_measured(cmds: list[list[str]], env: dict) -> tuple[float, int, bool]:
-    """(seconds, peak bytes of the process tree, all succeeded) for commands run one after another."""
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+def run_measured(cmds: list[list[str]], env: dict) -> tuple[float, int, bool, float]:
+    """(seconds, peak bytes of the process tree, all succeeded, CPU seconds) for commands run one after another.
+
+    The CPU seconds are those of every process the commands started, the
+    sandboxes' kernels included, from a cpuacct cgroup (NaN where cgroups
+    cannot be made: a killed kernel's time is lost to ``getrusage``).
+    """
     peak, ok, start = 0, True, time.perf_counter()
+    group = None
+    if os.access(CPUACCT, os.W_OK):
+        group = CPUACCT / f"pm-bench-{os.getpid()}-{time.monotonic_ns()}"
+        group.mkdir()
     for cmd in cmds:
+        if group:  # join the cgroup first: everything the command starts is counted
+            cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *cmd]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         done = threading.Event()
 
@@ -104,7 +120,70 @@ def run_measured(cmds: list[list[str]], env: dict) -> tuple[float, int, bool]:
         ok &= proc.wait() == 0
         done.set()
         sampler.join()
-    return time.perf_counter() - start, peak, ok
+    seconds = time.perf_counter() - start
+    cpu = float("nan")
+    if group:
+        cpu = int((group / "cpuacct.usage").read_text()) / 1e9
+        for _ in range(100):  # the last sandboxes leave their cgroup a moment after the command ends
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    return seconds, peak, ok, cpu
+
+
+REFERENCE_KERNEL = """
+import os, resource, sys
+import matplotlib
+matplotlib.use("Agg")
+import numpy, attnlib, attnlib.checks, attnlib.probes, attnlib.plots, attnlib.widgets, ipywidgets
+get_ipython().display_formatter.formatters["image/png"].enabled = False  # as in the grader's kernel
+def _cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+"""
+
+
+def cells_cpu(notebooks: list[Path], repeat: int = 3) -> dict[Path, float]:
+    """CPU seconds each graded notebook's own cells take in a warm kernel (median of ``repeat`` runs).
+
+    The notebooks are the graded copies (hidden tests and the grader's lines
+    in), run cell by cell in one plain kernel that imported numpy, attnlib,
+    matplotlib and ipywidgets beforehand and starts each run from an empty
+    namespace: what remains of a graded notebook's cost, beyond this, is the
+    grader's overhead.
+    """
+    from jupyter_client.manager import start_new_kernel
+
+    probes = Path(tempfile.mkdtemp(prefix="pm-bench-probes-"))
+    km, kc = start_new_kernel(kernel_name="python3", env=dict(os.environ, PM_PROBES=str(probes), MPLBACKEND="Agg",
+                                                                OPENBLAS_NUM_THREADS="1"))
+
+    def run(code: str) -> str:
+        out = []
+        kc.execute_interactive(code, timeout=120, output_hook=lambda m: out.append(m["content"].get("text", ""))
+                               if m["msg_type"] == "stream" else None)
+        return "".join(out)
+    try:
+        found = {}
+        for path in notebooks:
+            nb = nbformat.read(path, as_version=4)
+            times = []
+            for _ in range(repeat):
+                run("%reset -f")  # an empty namespace; the modules stay imported
+                run(REFERENCE_KERNEL + f"\nos.chdir({str(path.parent)!r})")
+                before = float(run("print(_cpu())"))
+                for cell in nb.cells:
+                    if cell.cell_type == "code":
+                        run(cell.source)
+                times.append(float(run("print(_cpu())")) - before)
+            found[path] = statistics.median(times)
+        return found
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        shutil.rmtree(probes, ignore_errors=True)
 
 
 def nbgrader_cli(class_dir: Path, assignments):
@@ -116,7 +195,7 @@ def nbgrader_cli(class_dir: Path, assignments):
         for student in class_dir.iterdir():
             shutil.copytree(student, course / "submitted" / student.name)
         return run_measured([[nbgrader, "autograde", a, "--force", "--create"] for a in assignments],
-                            dict(os.environ, PM_COURSE_DIR=str(course)))
+                            dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_WARM="0"))
     return cli
 
 
@@ -201,9 +280,16 @@ def canvas_zips(folder: Path, class_dir: Path) -> dict[str, Path]:
 def rows_term(students: int | None = None, rounds: int | None = None) -> list[tuple]:
     """A whole term: ``students`` (PM_BENCH_TERM_STUDENTS, default 60) x every assignment, from
     Canvas zips through ``pm-course collect`` and ``grade`` at JOBS=1 and JOBS=cores, beside
-    nbgrader's CLI on the same notebooks (its own layout, one autograde per assignment)."""
+    nbgrader's CLI on the same notebooks (its own layout, one autograde per assignment), and with
+    PM_BENCH_TERM_COLD=1 ``grade`` at JOBS=cores with cold kernels (PM_GRADE_WARM=0).
+
+    Beside the ratios, each contender's overhead: the CPU seconds of everything
+    it ran (collect included), less the graded notebooks' own cells' CPU
+    (:func:`cells_cpu`), per notebook.
+    """
     students = students or int(os.environ.get("PM_BENCH_TERM_STUDENTS", "60"))
     rounds = rounds or int(os.environ.get("PM_BENCH_TERM_ROUNDS", "1"))
+    cold = os.environ.get("PM_BENCH_TERM_COLD", "") not in ("", "0")  # also JOBS=cores with cold kernels
     cores = os.cpu_count() or 1
     assignments = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
     tmp = Path(tempfile.mkdtemp(prefix="pm-bench-term-"))
@@ -217,18 +303,27 @@ def rows_term(students: int | None = None, rounds: int | None = None) -> list[tu
 
         cli = nbgrader_cli(tmp / "class", assignments)
 
-        def term(jobs):
+        kept: dict[str, tuple[Path, int]] = {}  # one graded copy of each distinct submission, and how many
+
+        def term(jobs, warm="1"):
             def run(course):
-                seconds, peak, ok = run_measured(
+                seconds, peak, ok, cpu = run_measured(
                     [[*course_cmd, "collect", "--from", "canvas", str(zips[a]), "--assignment", a]
                      for a in assignments] + [[*course_cmd, "grade", "--jobs", str(jobs)]],
-                    dict(os.environ, PM_COURSE_DIR=str(course)))
+                    dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_WARM=warm))
                 with open(course / "grades.csv") as f:   # every notebook collected and graded
                     graded = sum(row["status"] == "graded" for row in csv.DictReader(f))
-                return seconds, peak, ok and graded == n
+                if not kept:
+                    keep_graded(course, tmp / "graded", kept)
+                return seconds, peak, ok and graded == n, cpu
             return run
 
-        runs = race({"cli": cli, 1: term(1), cores: term(cores)}, template, tmp, rounds)
+        contenders = {"cli": cli, 1: term(1), cores: term(cores)}
+        if cold:
+            contenders["cold"] = term(cores, warm="0")
+        runs = race(contenders, template, tmp, rounds)
+        cells = cells_cpu([path for path, _ in kept.values()])
+        own = sum(cells[path] * count for path, count in kept.values())  # the cells' own CPU, all notebooks
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -240,8 +335,43 @@ def rows_term(students: int | None = None, rounds: int | None = None) -> list[tu
     def detail(key):
         return f"{rate[key]:.1f} notebooks/min, the term in {wall[key] / 60:.1f} min, ok={ok[key]}"
 
+    cpu = {key: statistics.median(r[3] for r in rs) for key, rs in runs.items()}
+
+    def overhead(key):
+        return (cpu[key] - own) / n
+
+    def cost(key):
+        return (f"{cpu[key] / n:.2f} core-s a notebook in all, of which its cells {own / n:.2f}"
+                f" ({len(kept)} distinct notebooks timed in a warm kernel)")
+
     return [
         (case, "nbgrader CLI notebooks/min", 1.0, "reference (grading only)", detail("cli")),
         (case, "collect+grade JOBS=1 / CLI", rate[1] / rate["cli"], "notebooks/min ratio", detail(1)),
-        (case, f"collect+grade JOBS={cores} / CLI", rate[cores] / rate["cli"], "notebooks/min ratio", detail(cores)),
-    ]
+        (case, f"collect+grade JOBS={cores} / CLI", rate[cores] / rate["cli"],
+         f"target >= {4 if students >= 60 else 3} ({cores} cores)", detail(cores)),
+        (case, "overhead core-s/nb CLI", overhead("cli"), "beyond the cells' own CPU", cost("cli")),
+        (case, "overhead core-s/nb JOBS=1", overhead(1), "target <= 0.4 (collect included)", cost(1)),
+        (case, f"overhead core-s/nb JOBS={cores}", overhead(cores), "target <= 0.4 (collect included)", cost(cores)),
+    ] + ([
+        (case, f"JOBS={cores} cold kernels / CLI", rate["cold"] / rate["cli"], "PM_GRADE_WARM=0", detail("cold")),
+        (case, f"overhead core-s/nb JOBS={cores} cold", overhead("cold"), "PM_GRADE_WARM=0", cost("cold")),
+        (case, f"JOBS={cores} warm / cold kernels", rate[cores] / rate["cold"], "notebooks/min ratio, side by side",
+         f"core-s a notebook: warm {cpu[cores] / n:.2f}, cold {cpu['cold'] / n:.2f}"),
+    ] if cold else [])
+
+
+def keep_graded(course: Path, folder: Path, kept: dict) -> None:
+    """One graded copy of each distinct submission (same bytes handed in), with their count, into ``kept``."""
+    import hashlib
+
+    for submitted in sorted((course / "submitted").glob("*/*/*.ipynb")):
+        student, assignment = submitted.parts[-3], submitted.parts[-2]
+        graded = course / "autograded" / student / assignment / submitted.name
+        key = hashlib.sha256(submitted.read_bytes()).hexdigest()
+        if key in kept:
+            kept[key] = (kept[key][0], kept[key][1] + 1)
+        elif graded.is_file():
+            dest = folder / student / assignment / submitted.name
+            dest.parent.mkdir(parents=True)
+            shutil.copy(graded, dest)
+            kept[key] = (dest, 1)

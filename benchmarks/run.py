@@ -6,6 +6,8 @@ alike. Figures are medians over rounds.
 
     python benchmarks/run.py            # everything (includes a clean book build and `make test`)
     python benchmarks/run.py --quick    # skip the book build and `make test` timings
+    python benchmarks/run.py --grading  # only the grading rows (--term: a whole term; --profile: one
+                                        # notebook's steps, benchmarks/profile_grading.py)
 """
 from __future__ import annotations
 
@@ -262,13 +264,17 @@ def main():
     print(f"machine: {os.cpu_count()} cores, BLAS threads {blas_threads()}, numpy {np.__version__}")
     from grading import rows_grading, rows_term
 
-    if "--grading" in sys.argv:  # only the grading rows
+    from profile_grading import profile_rows
+
+    if "--profile" in sys.argv:  # where one notebook's time goes
+        rows = profile_rows()
+    elif "--grading" in sys.argv:  # only the grading rows
         rows = rows_grading()
     elif "--term" in sys.argv:   # only a whole term through the Canvas path
         rows = rows_term()
     else:
         rows = (rows_forms_and_torch() + rows_widgets() + rows_gpt2_copying()
-                + ([] if quick else rows_build() + rows_grading() + rows_term()))
+                + ([] if quick else rows_build() + profile_rows() + rows_grading() + rows_term()))
     width = max(len(r[0]) for r in rows)
     print(f"{'case':<{width}}  {'measure':<28} {'ratio':>7}  {'note':<44} detail")
     for case, measure, ratio, note, detail in rows:
