@@ -56,6 +56,10 @@ ATTEMPTS = {
     "smear_25k": ("plain text, smeared keys, 25,000 steps", dict(smear=True, steps=25000)),
     "smear_ctx128": ("plain text, smeared keys, context 128", dict(smear=True, data=dict(vocab_size=256, T=128),
                                                                   batch=16)),
+    # How often the head forms: plays_2l_spans's settings with other seeds (the seed fixes the
+    # initial weights and every training batch).
+    "all_spans_pos20_seed1": ("as all_spans_pos20 (plays_2l_spans), seed 1", dict(repeat=SPANS, seed=1)),
+    "all_spans_pos20_seed2": ("as all_spans_pos20 (plays_2l_spans), seed 2", dict(repeat=SPANS, seed=2)),
 }
 
 
