@@ -1,4 +1,4 @@
-"""Measuring a trained model on fresh sequences: accuracy, and what each head attends to.
+"""Measuring a trained model on fresh sequences: accuracy, loss, and what each head attends to.
 
 Weight-based readings (circuits, copying and composition scores) are in
 :mod:`attnlib.circuits`; here are behaviour-based ones, computed from the
@@ -38,6 +38,42 @@ def accuracy(logits, targets, mask) -> float:
     if not mask.any():
         raise ValueError("mask selects no position: accuracy is undefined")
     return float((logits.argmax(axis=-1) == targets)[mask].mean())
+
+
+def loss(logits, targets, mask) -> float:
+    """Mean cross-entropy (nats) of the masked positions' targets: what :func:`accuracy` rounds away.
+
+    Accuracy saturates: once the target's logit is the largest, a model (or
+    an ablation) that makes it much less certain scores the same. The loss
+    keeps that difference: ``-log softmax(logits)[target]``, averaged.
+
+    Parameters
+    ----------
+    logits : (..., T, vocab) ndarray
+    targets : (..., T) ndarray of int
+    mask : (..., T) ndarray of bool
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    Uniform logits over 4 tokens cost log 4 nats, whatever the target:
+
+    >>> round(loss(np.zeros((1, 2, 4)), np.array([[0, 3]]), np.array([[True, True]])), 4)
+    1.3863
+    """
+    logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask, dtype=bool)
+    if logits.shape[:-1] != targets.shape or mask.shape != targets.shape:
+        raise ValueError(f"logits {logits.shape} must be targets {targets.shape} plus a vocab axis,"
+                         f" and mask {mask.shape} the shape of targets")
+    if not mask.any():
+        raise ValueError("mask selects no position: the loss is undefined")
+    picked = logits[mask]  # (n, vocab): the masked positions
+    picked = picked - picked.max(axis=-1, keepdims=True)
+    logp = picked - np.log(np.exp(picked).sum(axis=-1, keepdims=True))  # (n, vocab)
+    return float(-logp[np.arange(len(picked)), targets[mask]].mean())
 
 
 def earlier_occurrence(tokens) -> np.ndarray:

@@ -184,3 +184,24 @@ def test_mean_ablation_needs_a_batch():
         paths.trace(model, np.arange(5), [Edge((0, 0), (1, 1), "q")], how="mean")
     with pytest.raises(TypeError, match="Edge"):
         paths.trace(model, np.arange(5)[None], ["L0H0"])
+
+
+def test_the_loss_is_the_mean_cross_entropy_that_accuracy_rounds_away():
+    from attnlib import incontext, metrics
+
+    model = load("induction")
+    toks = np.random.default_rng(0).integers(0, 50, size=(6, 12))
+    logits, targets = model.forward(toks[:, :-1]), toks[:, 1:]
+    mask = np.ones(targets.shape, bool)
+    mask[:, :3] = False
+    by_hand = incontext.token_losses(model, toks[:, :-1], targets)[mask].mean()
+    assert metrics.loss(logits, targets, mask) == pytest.approx(by_hand, rel=1e-12)
+    # a sure right answer and a barely right one: the same accuracy, not the same loss
+    sure, barely = np.array([[[9.0, 0.0]]]), np.array([[[0.1, 0.0]]])
+    one, t = np.ones((1, 1), bool), np.zeros((1, 1), int)
+    assert metrics.accuracy(sure, t, one) == metrics.accuracy(barely, t, one) == 1.0
+    assert metrics.loss(sure, t, one) < 0.001 < 0.6 < metrics.loss(barely, t, one)
+    with pytest.raises(ValueError, match="mask selects no position"):
+        metrics.loss(sure, t, ~one)
+    with pytest.raises(ValueError, match=r"logits \(1, 1, 2\) must be targets \(2,\)"):
+        metrics.loss(sure, np.zeros(2, int), one)
