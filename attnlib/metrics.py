@@ -100,6 +100,52 @@ def earlier_occurrence(tokens) -> np.ndarray:
     return last
 
 
+def onto_one_occurrence(weights, tokens, which: str = "last") -> np.ndarray:
+    """Attention weights with all the weight on earlier copies of the query's token put on one.
+
+    For each query whose token occurred before, the total weight the head
+    puts on *all* those earlier occurrences is put on one of them (the most
+    recent, ``which="last"``, or the first, ``"first"``); the weight on
+    every other position is kept. Rows still sum to 1. With
+    :func:`attnlib.paths.trace`'s ``attention``, this asks what a head that
+    spreads its weight over several copies would do if it did not.
+
+    Parameters
+    ----------
+    weights : (..., T, T) array_like
+        One head's attention weights (rows: queries).
+    tokens : (..., T) array_like of int
+    which : {"last", "first"}
+
+    Returns
+    -------
+    (..., T, T) ndarray
+
+    Examples
+    --------
+    >>> A = np.array([[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]])
+    >>> onto_one_occurrence(A, [4, 4, 4])[2].tolist()   # 0.2 + 0.3 onto position 1
+    [0.0, 0.5, 0.5]
+    """
+    if which not in ("last", "first"):
+        raise ValueError(f"which must be 'last' or 'first', got {which!r}")
+    A, tokens = np.array(weights, dtype=float), np.asarray(tokens)
+    T = tokens.shape[-1]
+    if A.shape != tokens.shape + (T,):
+        raise ValueError(f"weights have shape {A.shape}, expected the tokens' shape plus T:"
+                         f" {tokens.shape + (T,)}")
+    same = (tokens[..., :, None] == tokens[..., None, :]) & np.tri(T, T, -1, dtype=bool)  # (..., T, T)
+    total = np.where(same, A, 0.0).sum(axis=-1)  # (..., T): weight on every earlier copy
+    pos = np.arange(T)
+    one = (np.where(same, pos, -1).max(axis=-1) if which == "last"
+           else np.where(same, pos, T).min(axis=-1))  # (..., T): the copy that gets it
+    A[same] = 0.0
+    has = same.any(axis=-1)  # (..., T): queries with an earlier copy
+    idx = np.nonzero(has)
+    A[idx + (one[idx],)] += total[idx]
+    return A
+
+
 def attention_to(pattern, source, mask) -> np.ndarray:
     """Mean attention each head pays from query ``t`` to key ``source[t]``, over the masked queries.
 
