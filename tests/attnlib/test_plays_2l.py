@@ -130,3 +130,13 @@ def test_the_models_guide_says_which_models_ship_checkpoints_and_how_long_they_t
     assert 2 <= min(one_layer) and max(one_layer) <= 3
     assert 50 <= min(two_layer) and max(two_layer) <= 370
     assert round(toy["induction"]) == 52 and round(toy["induction_plain_seed1"]) == 369
+
+
+def test_the_spans_settings_ran_with_three_seeds_and_changed_nothing_else():
+    record = json.loads((MODELS / "induction_attempts.json").read_text())
+    base = {k: v for k, v in record["all_spans_pos20"]["settings"].items() if k != "seed"}
+    for seed in (1, 2):
+        e = record[f"all_spans_pos20_seed{seed}"]
+        assert e["settings"]["seed"] == seed and e.get("complete", True)
+        assert {k: v for k, v in e["settings"].items() if k != "seed"} == base
+        assert e["curve"][-1]["step"] == base["steps"] and e["threads"] == 1
