@@ -15,7 +15,10 @@ form keeps the query on the left) and ``W^M_i`` is the transpose of their
 In a trained model the same matrices are read in token space, between the
 embedding and the unembedding (:func:`full_ov_circuit`,
 :func:`full_qk_circuit`), summarised by :func:`copying_score`, and compared
-across layers by :func:`composition_score`.
+across layers by :func:`composition_score`, each against a null: what
+random Gaussian heads give (:func:`composition_null`, :func:`copying_null`)
+or what the trained heads give with their messages turned at random, their
+spectra kept (:func:`rotated_composition_null`, :func:`rotated_copying_null`).
 """
 from __future__ import annotations
 
@@ -286,6 +289,8 @@ def composition_null(kind: str, d_model: int, d_head: int, samples: int = 200, s
     this sample's mean, for the same ``samples`` and ``seed``). A pair of
     trained heads composes *above chance* only if its score is above most of
     this sample (e.g. its 95th percentile), not merely above its mean.
+    Gaussian heads have nearly flat spectra: :func:`rotated_composition_null`
+    keeps the trained heads' singular values, and is usually wider.
 
     Returns
     -------
@@ -315,7 +320,8 @@ def copying_null(model, n: int = 200, seed=0, layer: int = 0, tokens=None) -> np
     ``n`` heads with random ``W_V``, ``W_O`` of the layer's ``d_head``
     (:func:`~attnlib.weights.random_weights`) and scores each through the
     model's embeddings: a trained head copies *above chance* only if its
-    score is above most of this sample.
+    score is above most of this sample. :func:`rotated_copying_null` keeps
+    each trained head's singular values instead.
 
     Parameters
     ----------
@@ -346,6 +352,122 @@ def copying_null(model, n: int = 200, seed=0, layer: int = 0, tokens=None) -> np
     n = check_positive_int(n, "n")
     if not 0 <= layer < len(model.layers):
         raise ValueError(f"layer must be in 0 .. {len(model.layers) - 1}, got {layer}")
+    ids = _copy_tokens(model, tokens)
+    w = random_weights(model.W_E.shape[1], n, seed=check_seed(seed), d_head=model.layers[layer].d_head)
+    return copying_score(full_ov_circuit(model.W_E[ids], w, model.W_U[:, ids]))
+
+
+# --- spectrum-preserving nulls: a trained head's message, turned at random ---------
+
+def random_orthogonal(d: int, seed=0) -> np.ndarray:
+    """A random ``d × d`` rotation (orthogonal matrix), uniform over all of them (Haar).
+
+    The Q factor of a Gaussian matrix's QR decomposition, its columns' signs
+    fixed by ``R``'s diagonal (without that fix the draw is not uniform).
+
+    Parameters
+    ----------
+    d : int
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    (d, d) ndarray
+        ``Q`` with ``Q Qᵀ = I``.
+
+    Examples
+    --------
+    >>> Q = random_orthogonal(5, seed=0)
+    >>> bool(np.allclose(Q @ Q.T, np.eye(5)))
+    True
+    """
+    d = check_positive_int(d, "d")
+    rng = np.random.default_rng(check_seed(seed))
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    return Q * np.sign(np.diag(R))  # (d, d)
+
+
+def rotated_weights(weights: Weights, seed=0) -> Weights:
+    """The same heads with every message matrix turned on both sides: ``W^M_i → U W^M_i V``.
+
+    ``U`` and ``V`` are random rotations of the model space
+    (:func:`random_orthogonal`, one pair shared by the layer's heads):
+    ``W_V → U W_V`` and ``W_O → W_O V``. Each ``W^M_i`` keeps its singular
+    values (its spectrum: how much it writes, and in how many directions)
+    but reads and writes directions chosen at random. The pattern matrices
+    are unchanged. This is the spectrum-preserving null's draw
+    (:func:`rotated_composition_null`, :func:`rotated_copying_null`).
+
+    Parameters
+    ----------
+    weights : Weights
+    seed : int or numpy.random.Generator
+        ``U`` is drawn first, then ``V``.
+
+    Returns
+    -------
+    Weights
+
+    Examples
+    --------
+    >>> w = random_weights(8, 2, seed=0)
+    >>> s = lambda w: np.linalg.svd(ov_circuit(w).full(), compute_uv=False)
+    >>> bool(np.allclose(s(rotated_weights(w, seed=1)), s(w)))
+    True
+    """
+    w = check_weights(weights)
+    rng = np.random.default_rng(check_seed(seed))
+    U, V = random_orthogonal(w.d_model, rng), random_orthogonal(w.d_model, rng)  # (d_model, d_model) each
+    return Weights(w.W_Q, w.W_K, U @ w.W_V, w.W_O @ V, w.n_heads)
+
+
+def rotated_composition_null(kind: str, later: Weights, earlier: Weights, samples: int = 200,
+                             seed=0) -> np.ndarray:
+    """:func:`composition_score` with the earlier heads' messages turned at random: a null that keeps spectra.
+
+    :func:`composition_null` draws both heads Gaussian, and a Gaussian head's
+    singular values are nearly flat. A trained head's are not: a message
+    that writes a few strong directions composes more, by chance, with
+    whatever reads them. This null keeps the later head as it is and each
+    earlier head's ``W^M`` up to a random rotation on both sides
+    (:func:`rotated_weights`): its spectrum kept, its directions random. It
+    is usually wider than the Gaussian null, and it is specific to each
+    pair of heads.
+
+    Parameters
+    ----------
+    kind : {"q", "k", "v"}
+    later, earlier : Weights
+        Two layers of one model (same ``d_model``).
+    samples : int
+        Number of random rotations.
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    (samples, later.n_heads, earlier.n_heads) ndarray
+        ``[s, l, e]``: later head ``l`` against earlier head ``e`` turned by
+        the ``s``-th rotation; compare ``composition_score(kind, later,
+        earlier)[l, e]`` with a quantile over ``s``.
+
+    Examples
+    --------
+    >>> w0, w1 = random_weights(16, 2, seed=0), random_weights(16, 4, seed=1)
+    >>> rotated_composition_null("k", w1, w0, samples=10).shape
+    (10, 4, 2)
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {sorted(_KINDS)}, got {kind!r}")
+    check_weights(later), check_weights(earlier)
+    if later.d_model != earlier.d_model:
+        raise ValueError(f"later has d_model = {later.d_model} but earlier has {earlier.d_model}: not one model")
+    samples = check_positive_int(samples, "samples")
+    rng = np.random.default_rng(check_seed(seed))
+    return np.stack([_score(kind, later, rotated_weights(earlier, rng), pairs=True) for _ in range(samples)])
+
+
+def _copy_tokens(model, tokens) -> np.ndarray:
+    """The token ids a copying null reads its circuits over (default: all but BOS and unknown)."""
     vocab = model.W_E.shape[0]
     if tokens is None:
         tok = getattr(model, "tokenizer", None)
@@ -354,5 +476,53 @@ def copying_null(model, n: int = 200, seed=0, layer: int = 0, tokens=None) -> np
     ids = np.asarray(tokens)
     if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) < 2 or ids.min() < 0 or ids.max() >= vocab:
         raise ValueError(f"tokens must be at least 2 token ids in 0 .. {vocab - 1}, got {tokens!r}")
-    w = random_weights(model.W_E.shape[1], n, seed=check_seed(seed), d_head=model.layers[layer].d_head)
-    return copying_score(full_ov_circuit(model.W_E[ids], w, model.W_U[:, ids]))
+    return ids
+
+
+def rotated_copying_null(model, layer: int = 0, n: int = 200, seed=0, tokens=None) -> np.ndarray:
+    """Copying scores of each head of a layer with its ``W^M`` turned at random (spectrum kept).
+
+    The spectrum-preserving counterpart of :func:`copying_null`: head
+    ``i``'s message ``U W^M_i V`` (:func:`rotated_weights`) keeps its
+    singular values, so a head that writes a few strong directions is
+    compared with heads that write as strongly, in random directions,
+    read through the model's own ``W_E`` and ``W_U``. The eigenvalues come
+    from ``W_O V (W_U W_E) U W_V`` (``d_head × d_head`` per head), the small
+    side of the full circuit ``W_E U W_V W_O V W_U``.
+
+    Parameters
+    ----------
+    model : Model
+        Anything with ``W_E`` (vocab, d_model), ``W_U`` (d_model, vocab) and ``layers``.
+    layer : int
+    n : int
+        Number of random rotations.
+    seed : int or numpy.random.Generator
+    tokens : (k,) array_like of int, optional
+        As :func:`copying_null` (default: every token but BOS and unknown).
+
+    Returns
+    -------
+    (n, n_heads) ndarray
+        ``[s, i]``: head ``i``'s copying score under the ``s``-th rotation, in ``[-1, 1]``.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> rotated_copying_null(load("copy_back"), n=20).shape
+    (20, 1)
+    """
+    n = check_positive_int(n, "n")
+    if not 0 <= layer < len(model.layers):
+        raise ValueError(f"layer must be in 0 .. {len(model.layers) - 1}, got {layer}")
+    ids = _copy_tokens(model, tokens)
+    w = check_weights(model.layers[layer])
+    _, _, W_V, W_O = w.per_head  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
+    G = model.W_U[:, ids] @ model.W_E[ids]  # (d_model, d_model): unembedding, then embedding
+    rng = np.random.default_rng(check_seed(seed))
+    out = np.empty((n, w.n_heads))
+    for s in range(n):
+        U, V = random_orthogonal(w.d_model, rng), random_orthogonal(w.d_model, rng)
+        small = W_O @ (V @ G @ U) @ W_V  # (n_heads, d_head, d_head): B A of the rotated full circuit
+        out[s] = copying_score(small)
+    return out

@@ -1,4 +1,4 @@
-"""Measuring a trained model on fresh sequences: accuracy, and what each head attends to.
+"""Measuring a trained model on fresh sequences: accuracy, loss, and what each head attends to.
 
 Weight-based readings (circuits, copying and composition scores) are in
 :mod:`attnlib.circuits`; here are behaviour-based ones, computed from the
@@ -40,6 +40,42 @@ def accuracy(logits, targets, mask) -> float:
     return float((logits.argmax(axis=-1) == targets)[mask].mean())
 
 
+def loss(logits, targets, mask) -> float:
+    """Mean cross-entropy (nats) of the masked positions' targets: what :func:`accuracy` rounds away.
+
+    Accuracy saturates: once the target's logit is the largest, a model (or
+    an ablation) that makes it much less certain scores the same. The loss
+    keeps that difference: ``-log softmax(logits)[target]``, averaged.
+
+    Parameters
+    ----------
+    logits : (..., T, vocab) ndarray
+    targets : (..., T) ndarray of int
+    mask : (..., T) ndarray of bool
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    Uniform logits over 4 tokens cost log 4 nats, whatever the target:
+
+    >>> round(loss(np.zeros((1, 2, 4)), np.array([[0, 3]]), np.array([[True, True]])), 4)
+    1.3863
+    """
+    logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask, dtype=bool)
+    if logits.shape[:-1] != targets.shape or mask.shape != targets.shape:
+        raise ValueError(f"logits {logits.shape} must be targets {targets.shape} plus a vocab axis,"
+                         f" and mask {mask.shape} the shape of targets")
+    if not mask.any():
+        raise ValueError("mask selects no position: the loss is undefined")
+    picked = logits[mask]  # (n, vocab): the masked positions
+    picked = picked - picked.max(axis=-1, keepdims=True)
+    logp = picked - np.log(np.exp(picked).sum(axis=-1, keepdims=True))  # (n, vocab)
+    return float(-logp[np.arange(len(picked)), targets[mask]].mean())
+
+
 def earlier_occurrence(tokens) -> np.ndarray:
     """For each position, where the same token last occurred before it (``-1`` if never).
 
@@ -62,6 +98,52 @@ def earlier_occurrence(tokens) -> np.ndarray:
     earlier = same & np.tri(T, T, -1, dtype=bool)  # s < t
     last = np.where(earlier, np.arange(T), -1).max(axis=-1)  # (..., T)
     return last
+
+
+def onto_one_occurrence(weights, tokens, which: str = "last") -> np.ndarray:
+    """Attention weights with all the weight on earlier copies of the query's token put on one.
+
+    For each query whose token occurred before, the total weight the head
+    puts on *all* those earlier occurrences is put on one of them (the most
+    recent, ``which="last"``, or the first, ``"first"``); the weight on
+    every other position is kept. Rows still sum to 1. With
+    :func:`attnlib.paths.trace`'s ``attention``, this asks what a head that
+    spreads its weight over several copies would do if it did not.
+
+    Parameters
+    ----------
+    weights : (..., T, T) array_like
+        One head's attention weights (rows: queries).
+    tokens : (..., T) array_like of int
+    which : {"last", "first"}
+
+    Returns
+    -------
+    (..., T, T) ndarray
+
+    Examples
+    --------
+    >>> A = np.array([[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]])
+    >>> onto_one_occurrence(A, [4, 4, 4])[2].tolist()   # 0.2 + 0.3 onto position 1
+    [0.0, 0.5, 0.5]
+    """
+    if which not in ("last", "first"):
+        raise ValueError(f"which must be 'last' or 'first', got {which!r}")
+    A, tokens = np.array(weights, dtype=float), np.asarray(tokens)
+    T = tokens.shape[-1]
+    if A.shape != tokens.shape + (T,):
+        raise ValueError(f"weights have shape {A.shape}, expected the tokens' shape plus T:"
+                         f" {tokens.shape + (T,)}")
+    same = (tokens[..., :, None] == tokens[..., None, :]) & np.tri(T, T, -1, dtype=bool)  # (..., T, T)
+    total = np.where(same, A, 0.0).sum(axis=-1)  # (..., T): weight on every earlier copy
+    pos = np.arange(T)
+    one = (np.where(same, pos, -1).max(axis=-1) if which == "last"
+           else np.where(same, pos, T).min(axis=-1))  # (..., T): the copy that gets it
+    A[same] = 0.0
+    has = same.any(axis=-1)  # (..., T): queries with an earlier copy
+    idx = np.nonzero(has)
+    A[idx + (one[idx],)] += total[idx]
+    return A
 
 
 def attention_to(pattern, source, mask) -> np.ndarray:

@@ -23,7 +23,9 @@ run's in a two-layer model, whose layer 0 reads only the embedding). It is
 replaced by zero (``how="zero"``) or by its mean over the batch at each
 position (``how="mean"``, from the clean run of ``tokens``, or of
 ``reference`` tokens if given), which keeps what the term has in common
-across sequences and removes only what varies with them.
+across sequences and removes only what varies with them. ``attention``
+replaces a head's attention weights by given ones (an intervention on
+where it looks, chapter 13).
 
 Examples
 --------
@@ -125,7 +127,8 @@ def _edges(model, edges) -> list:
     return out
 
 
-def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> Trace:
+def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None,
+          attention=None) -> Trace:
     """Run ``model`` with each edge's sender removed from its receiver's inputs only.
 
     Parameters
@@ -142,6 +145,11 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> 
     reference : (n, T) array_like of int, optional
         Sequences whose clean run gives the means for ``how="mean"``
         (default: ``tokens``).
+    attention : dict, optional
+        ``{(layer, head): A}``: attention weights to use in place of what
+        the head computes, ``A`` of shape ``(..., T, T)`` like the tokens
+        (an intervention on where the head looks: its values and what later
+        layers do with its message are computed as usual).
 
     Returns
     -------
@@ -156,6 +164,13 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> 
     if how not in ("zero", "mean"):
         raise ValueError(f"how must be 'zero' or 'mean', got {how!r}")
     T = tokens.shape[-1]
+    forced = {}
+    for p, A in (attention or {}).items():
+        A = np.asarray(A, dtype=float)
+        if A.shape != tokens.shape + (T,):
+            raise ValueError(f"attention for {p!r} has shape {A.shape}, expected the tokens' shape plus T:"
+                             f" {tokens.shape + (T,)}")
+        forced[_pair(model, tuple(p), "attention's head")] = A  # (..., T, T)
     means = None
     if how == "mean":
         ref = tokens if reference is None else model._tokens(reference)
@@ -188,6 +203,9 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> 
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
         A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
+        for (fl, fh), F in forced.items():
+            if fl == l:
+                A[..., fh, :, :] = F
         out = (A @ V) @ W_O  # (..., n_heads, T, d_model)
         x = x + out.sum(axis=-3)
         patterns.append(A)
@@ -200,8 +218,9 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> 
     return Trace(stream[0], patterns, writes, np.stack(stream[:-1] + [final]), final @ model.W_U)
 
 
-def forward(model: Model, tokens, edges=(), how: str = "zero", reference=None) -> np.ndarray:
-    """Logits with the given paths cut (:func:`trace`).
+def forward(model: Model, tokens, edges=(), how: str = "zero", reference=None,
+            attention=None) -> np.ndarray:
+    """Logits with the given paths cut, or heads' attention weights replaced (:func:`trace`).
 
     Returns
     -------
@@ -215,4 +234,4 @@ def forward(model: Model, tokens, edges=(), how: str = "zero", reference=None) -
     >>> bool(np.allclose(forward(m, toks, residual(m, [(0, 2)])), m.forward(toks, ablate=[(0, 2)])))
     True
     """
-    return trace(model, tokens, edges, how, reference).logits
+    return trace(model, tokens, edges, how, reference, attention).logits

@@ -56,6 +56,10 @@ ATTEMPTS = {
     "smear_25k": ("plain text, smeared keys, 25,000 steps", dict(smear=True, steps=25000)),
     "smear_ctx128": ("plain text, smeared keys, context 128", dict(smear=True, data=dict(vocab_size=256, T=128),
                                                                   batch=16)),
+    # How often the head forms: plays_2l_spans's settings with other seeds (the seed fixes the
+    # initial weights and every training batch).
+    "all_spans_pos20_seed1": ("as all_spans_pos20 (plays_2l_spans), seed 1", dict(repeat=SPANS, seed=1)),
+    "all_spans_pos20_seed2": ("as all_spans_pos20 (plays_2l_spans), seed 2", dict(repeat=SPANS, seed=2)),
 }
 
 
@@ -147,15 +151,15 @@ def run(name, threads=1):
 
 def table():
     record = json.loads(RECORD.read_text())
-    print(f"{'attempt':17} {'steps':>6} {'s':>6} {'prev':>5} {'L1 prefix':>9} {'L0 prefix':>9} {'2nd':>5}"
-          f" {'icl':>6} {'sd':>5} {'n':>4}")
+    print(f"{'attempt':21} {'seed':>4} {'steps':>6} {'s':>6} {'prev':>5} {'L1 prefix':>9} {'L0 prefix':>9}"
+          f" {'2nd':>5} {'icl':>6} {'sd':>5} {'n':>4}")
     for name, e in record.items():
         best = max(e["curve"], key=lambda r: r["prefix"])
         last = e["curve"][-1]
         l0 = [max(r["prefix_by_head"][0]) for r in e["curve"] if "prefix_by_head" in r]
         l0 = f"{max(l0):9.3f}" if l0 else f"{'-':>9}"
         sd = f"{last['in_context_sd']:5.3f}" if "in_context_sd" in last else f"{'-':>5}"
-        print(f"{name:17} {last['step']:6d} {e['training_seconds']:6.0f} {last['previous']:5.2f}"
+        print(f"{name:21} {e['settings']['seed']:4d} {last['step']:6d} {e['training_seconds']:6.0f} {last['previous']:5.2f}"
               f" {best['prefix']:9.3f} {l0} {last['second_copy_loss']:5.2f} {last['in_context']:+6.3f} {sd}"
               f" {last.get('windows', 256):4d}")
 

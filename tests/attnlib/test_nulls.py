@@ -129,3 +129,62 @@ def test_the_in_context_parts_of_a_window_of_64_are_as_documented():
     assert incontext.in_context_score(losses) == 1.0
     losses[0, [2, 9, 53]] = 5.0  # next to the parts: not counted
     assert incontext.in_context_score(losses) == 1.0
+
+
+def test_a_random_rotation_is_orthogonal_and_seeded():
+    Q = circuits.random_orthogonal(6, seed=2)
+    np.testing.assert_allclose(Q @ Q.T, np.eye(6), atol=1e-12)
+    np.testing.assert_array_equal(Q, circuits.random_orthogonal(6, seed=2))
+    assert not np.allclose(Q, circuits.random_orthogonal(6, seed=3))
+    # uniform (Haar): the mean of many draws is near zero, not the identity's signs
+    mean = np.mean([circuits.random_orthogonal(3, seed=s) for s in range(400)], axis=0)
+    assert np.abs(mean).max() < 0.15
+    with pytest.raises(ValueError, match="d must be"):
+        circuits.random_orthogonal(0)
+
+
+def test_rotated_weights_keep_each_message_spectrum_and_every_pattern():
+    w = attnlib.random_weights(12, 3, seed=0, d_head=2)
+    r = circuits.rotated_weights(w, seed=5)
+    M, M_r = attnlib.ov_circuit(w).full(), attnlib.ov_circuit(r).full()  # (3, 12, 12) each
+    np.testing.assert_allclose(np.linalg.svd(M_r, compute_uv=False), np.linalg.svd(M, compute_uv=False),
+                               atol=1e-12)
+    assert not np.allclose(M_r, M)  # ... in other directions
+    np.testing.assert_array_equal(attnlib.qk_circuit(r).full(), attnlib.qk_circuit(w).full())
+
+
+@pytest.mark.parametrize("kind", "qkv")
+def test_the_rotated_composition_null_scores_the_later_head_against_turned_earlier_heads(kind):
+    model = load("induction")
+    l0, l1 = model.layers
+    null = circuits.rotated_composition_null(kind, l1, l0, samples=30, seed=4)
+    assert null.shape == (30, 4, 4) and (null > 0).all()
+    # sample 0 by hand: the same rotations, drawn from the same generator
+    first = circuits.rotated_weights(l0, np.random.default_rng(4))
+    np.testing.assert_allclose(null[0], composition_score(kind, l1, first), atol=1e-12)
+    # the pair of chapter 13 whose Gaussian null is narrow: the kept spectrum widens it
+    plain = load("induction_plain")
+    wide = circuits.rotated_composition_null("q", *plain.layers[::-1], samples=200)[:, 1, 2]
+    gauss = composition_null("q", plain.d_model, plain.layers[0].d_head)
+    assert np.quantile(wide, 0.99) > np.quantile(gauss, 0.99) + 0.02
+    with pytest.raises(ValueError, match="kind must be one of"):
+        circuits.rotated_composition_null("x", l1, l0)
+    with pytest.raises(ValueError, match="samples"):
+        circuits.rotated_composition_null(kind, l1, l0, samples=0)
+
+
+def test_the_rotated_copying_null_is_the_full_circuit_of_the_turned_heads():
+    model = load("induction")
+    ids = np.arange(model.card["data"]["vocab"])
+    null = circuits.rotated_copying_null(model, layer=1, n=5, seed=7, tokens=ids)
+    assert null.shape == (5, 4) and (np.abs(null) <= 1).all()
+    turned = circuits.rotated_weights(model.layers[1], np.random.default_rng(7))
+    direct = copying_score(circuits.full_ov_circuit(model.W_E[ids], turned, model.W_U[:, ids]))  # (4,)
+    np.testing.assert_allclose(null[0], direct, atol=1e-9)
+    # a copying head keeps its spectrum but not its alignment with W_E and W_U: it falls to chance
+    score = copying_score(circuits.full_ov_circuit(model.W_E[ids], model.layers[1], model.W_U[:, ids]))
+    assert score[0] > 0.9 > np.quantile(circuits.rotated_copying_null(model, 1, n=50, tokens=ids)[:, 0], 0.99)
+    with pytest.raises(ValueError, match="layer must be in 0 .. 1"):
+        circuits.rotated_copying_null(model, layer=2)
+    with pytest.raises(ValueError, match="tokens must be at least 2"):
+        circuits.rotated_copying_null(model, tokens=[3])

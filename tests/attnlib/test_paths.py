@@ -184,3 +184,61 @@ def test_mean_ablation_needs_a_batch():
         paths.trace(model, np.arange(5), [Edge((0, 0), (1, 1), "q")], how="mean")
     with pytest.raises(TypeError, match="Edge"):
         paths.trace(model, np.arange(5)[None], ["L0H0"])
+
+
+def test_the_loss_is_the_mean_cross_entropy_that_accuracy_rounds_away():
+    from attnlib import incontext, metrics
+
+    model = load("induction")
+    toks = np.random.default_rng(0).integers(0, 50, size=(6, 12))
+    logits, targets = model.forward(toks[:, :-1]), toks[:, 1:]
+    mask = np.ones(targets.shape, bool)
+    mask[:, :3] = False
+    by_hand = incontext.token_losses(model, toks[:, :-1], targets)[mask].mean()
+    assert metrics.loss(logits, targets, mask) == pytest.approx(by_hand, rel=1e-12)
+    # a sure right answer and a barely right one: the same accuracy, not the same loss
+    sure, barely = np.array([[[9.0, 0.0]]]), np.array([[[0.1, 0.0]]])
+    one, t = np.ones((1, 1), bool), np.zeros((1, 1), int)
+    assert metrics.accuracy(sure, t, one) == metrics.accuracy(barely, t, one) == 1.0
+    assert metrics.loss(sure, t, one) < 0.001 < 0.6 < metrics.loss(barely, t, one)
+    with pytest.raises(ValueError, match="mask selects no position"):
+        metrics.loss(sure, t, ~one)
+    with pytest.raises(ValueError, match=r"logits \(1, 1, 2\) must be targets \(2,\)"):
+        metrics.loss(sure, np.zeros(2, int), one)
+
+
+def test_given_attention_weights_replace_what_the_head_computes():
+    model = load("induction")
+    toks = np.random.default_rng(3).integers(0, 50, size=(4, 15))
+    own = model.patterns(toks)[0][:, 2]  # (4, 15, 15): L0H2's own weights
+    np.testing.assert_allclose(paths.forward(model, toks, attention={(0, 2): own}), model.forward(toks),
+                               atol=1e-12)
+    # uniform weights for L0H2, by hand: its message is the mean of the values so far
+    uniform = np.tril(np.ones((15, 15))) / np.arange(1, 16)[:, None]
+    tr = paths.trace(model, toks, attention={(0, 2): np.broadcast_to(uniform, (4, 15, 15))})
+    np.testing.assert_allclose(tr.patterns[0][:, 2], np.broadcast_to(uniform, (4, 15, 15)))
+    _, _, W_V, W_O = model.layers[0].per_head
+    x = model.W_E[toks] + model.W_pos[:15]  # (4, 15, d_model)
+    np.testing.assert_allclose(tr.writes[0][:, 2], uniform @ x @ W_V[2] @ W_O[2], atol=1e-10)
+    assert not np.allclose(tr.logits, model.forward(toks))
+    with pytest.raises(ValueError, match="expected the tokens' shape plus T"):
+        paths.forward(model, toks, attention={(0, 2): uniform})
+    with pytest.raises(ValueError, match="not a \\(layer, head\\) pair"):
+        paths.forward(model, toks, attention={(2, 0): own})
+
+
+def test_onto_one_occurrence_moves_the_weight_on_earlier_copies_only():
+    from attnlib import metrics
+
+    tokens = np.array([7, 3, 7, 3, 7])
+    A = np.tril(np.ones((5, 5))) / np.arange(1, 6)[:, None]  # uniform over the past
+    last, first = (metrics.onto_one_occurrence(A, tokens, w) for w in ("last", "first"))
+    np.testing.assert_allclose(last.sum(-1), 1.0)
+    # query 4 (token 7): earlier 7s at 0 and 2 hold 0.4 in all; the 3s keep their 0.2 each
+    np.testing.assert_allclose(last[4], [0, 0.2, 0.4, 0.2, 0.2])
+    np.testing.assert_allclose(first[4], [0.4, 0.2, 0, 0.2, 0.2])
+    np.testing.assert_allclose(last[:2], A[:2])  # no earlier copy: unchanged
+    with pytest.raises(ValueError, match="which must be"):
+        metrics.onto_one_occurrence(A, tokens, "middle")
+    with pytest.raises(ValueError, match="expected the tokens' shape plus T"):
+        metrics.onto_one_occurrence(A[:4], tokens)

@@ -112,3 +112,31 @@ def test_repeated_pairs_are_where_an_earlier_pair_recurs():
     assert (got > 0).all() and len(want) == 50
     with pytest.raises(ValueError, match="do not fit twice"):
         incontext.repeat_spans(np.zeros((2, 10), int), np.random.default_rng(0), 1.0, 4, 6)
+
+
+def test_the_models_guide_says_which_models_ship_checkpoints_and_how_long_they_trained():
+    """guides/models.md: checkpoints for the two plays_2l models only (15, steps 0 to 10,000); toy training times."""
+    from attnlib.model import available
+
+    cards = {n: json.loads((MODELS / f"{n}.json").read_text()) for n in available()}
+    with_checkpoints = {n for n, c in cards.items() if "checkpoints" in c}
+    assert with_checkpoints == {"plays_2l", "plays_2l_spans"}
+    for n in with_checkpoints:
+        steps = cards[n]["checkpoints"]["steps"]
+        assert len(steps) == 15 and (steps[0], steps[-1]) == (0, 10000)
+    toy = {n: c["training_seconds"] for n, c in cards.items() if c["task"] != "text"}
+    one_layer = [s for n, s in toy.items() if cards[n]["n_layers"] == 1]
+    two_layer = [s for n, s in toy.items() if cards[n]["n_layers"] == 2]
+    assert 2 <= min(one_layer) and max(one_layer) <= 3
+    assert 50 <= min(two_layer) and max(two_layer) <= 370
+    assert round(toy["induction"]) == 52 and round(toy["induction_plain_seed1"]) == 369
+
+
+def test_the_spans_settings_ran_with_three_seeds_and_changed_nothing_else():
+    record = json.loads((MODELS / "induction_attempts.json").read_text())
+    base = {k: v for k, v in record["all_spans_pos20"]["settings"].items() if k != "seed"}
+    for seed in (1, 2):
+        e = record[f"all_spans_pos20_seed{seed}"]
+        assert e["settings"]["seed"] == seed and e.get("complete", True)
+        assert {k: v for k, v in e["settings"].items() if k != "seed"} == base
+        assert e["curve"][-1]["step"] == base["steps"] and e["threads"] == 1
