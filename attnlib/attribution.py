@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import attention_pattern
+from .attention import attention_weights
 from .model import Model
 from . import paths
 
@@ -479,7 +479,7 @@ def _run(model: Model, tokens, patches=None, positions=None) -> tuple:
                     Y[..., i, pos, :] = patches[(l, i, c)][..., pos, :]
                 acts[(l, i, c)] = Y[..., i, :, :]
             QKV[c] = Y
-        A = attention_pattern(QKV["q"], QKV["k"], causal=True)  # (..., n_heads, T, T)
+        A = attention_weights(QKV["q"], QKV["k"], causal=True)  # (..., n_heads, T, T)
         out = (A @ QKV["v"]) @ w.per_head.W_O  # (..., n_heads, T, d_model)
         for i in range(w.n_heads):
             if (l, i) in patches:
@@ -580,7 +580,7 @@ def _path_patch(model: Model, clean, corrupt, edges) -> np.ndarray:
         if model.smear is not None:
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-        out = (attention_pattern(Q, K, causal=True) @ V) @ W_O  # (..., n_heads, T, d_model)
+        out = (attention_weights(Q, K, causal=True) @ V) @ W_O  # (..., n_heads, T, d_model)
         writes.append(out)
         x = x + out.sum(axis=-3)
     for sender, receiver, _ in cuts:
