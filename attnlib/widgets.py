@@ -68,9 +68,12 @@ class Explorer:
         When each value is a tuple of several settings (a head *and* the
         causal mask), one live control per setting; the pre-rendered
         scrubber still steps through ``values`` in order.
+    printed : sequence of int, optional
+        Which values the print form shows (indices into ``values``); by
+        default a few spread evenly from the first to the last.
     """
 
-    def __init__(self, fig, update, values, name, alt, labels=None, artists=(), controls=None):
+    def __init__(self, fig, update, values, name, alt, labels=None, artists=(), controls=None, printed=None):
         if len(values) < 2:
             raise ValueError(f"an explorer needs at least two values, got {len(values)}")
         if not alt:
@@ -81,6 +84,9 @@ class Explorer:
         self.labels = [str(v) for v in values] if labels is None else list(labels)
         self.artists = list(artists)
         self.controls = controls or [(name, list(zip(self.labels, self.values)))]
+        self.printed = None if printed is None else sorted({int(i) for i in printed})
+        if self.printed is not None and not all(0 <= i < len(self.values) for i in self.printed):
+            raise ValueError(f"printed has {self.printed}, expected indices of values (0 to {len(self.values) - 1})")
         self._update(self.values[0])
         self.fig.canvas.draw()
         # Lay the figure out once, then freeze it: the axes, ticks and colour
@@ -116,8 +122,9 @@ class Explorer:
     def frames_png(self, max_frames=None, width=6.5, dpi=200) -> bytes:
         """The print form: a few frames side by side, with a caption, as PNG bytes.
 
-        Frames are spread evenly from the first value to the last. A narrow
-        figure gets two columns and four frames, a wide one a column of two.
+        Frames are the explorer's ``printed`` values, or else spread evenly
+        from the first value to the last. A narrow figure gets two columns and
+        four frames, a wide one a column of two.
 
         Parameters
         ----------
@@ -137,8 +144,11 @@ class Explorer:
         max_frames = 2 * ncols if max_frames is None else max_frames
         if max_frames < 1:
             raise ValueError(f"max_frames must be at least 1, got {max_frames}")
-        shown = sorted(set(np.linspace(0, len(self.values) - 1, min(max_frames, len(self.values)))
-                           .round().astype(int).tolist()))
+        if self.printed is not None:
+            shown = self.printed[:max_frames]
+        else:
+            shown = sorted(set(np.linspace(0, len(self.values) - 1, min(max_frames, len(self.values)))
+                               .round().astype(int).tolist()))
         frames = []
         for artist in self.artists:  # saved frames are full draws
             artist.set_animated(False)
@@ -578,7 +588,11 @@ def message_explorer(X, weights, tokens, features, head_names=None):
     labels = [f"head {i}, “{tokens[t]}”" for i, t in settings]
     controls = [("head", [(str(i), i) for i in range(weights.n_heads)]),
                 ("token", [(f"{t}: {tok}", t) for t, tok in enumerate(tokens)])]
-    return Explorer(fig, update, settings, "head and token", labels=labels, controls=controls,
+    # print form: every head at one token in the middle of the sentence, where each head reads
+    # another token (at the ends a head may have no neighbour to read and reads the token itself)
+    middle = (T - 1) // 2
+    printed = [settings.index((i, middle)) for i in range(weights.n_heads)]
+    return Explorer(fig, update, settings, "head and token", labels=labels, controls=controls, printed=printed,
                     alt="Three panels sharing the model dimensions as rows. Left: the chosen token's pattern "
                         "through the chosen head, what it looks for. Middle: the head's message from every "
                         "token, one column per token, with the token's attention weight on each under its "

@@ -192,6 +192,10 @@ def test_message_explorer_shows_the_pattern_the_messages_read_and_the_term_writt
     assert term[ex.features.index("prev:cat")] > 0.9 and ex.X[2, ex.features.index("prev:cat")] == 0
     html = e.scrubber()._repr_html_()
     assert html.count('aria-label="head and token"') == 1 and "“sat”" in html
+    # the print form shows each head at "sat", in the middle, where each reads another token
+    assert [e.values[i] for i in e.printed] == [(0, 2), (1, 2)]
+    with pytest.raises(ValueError, match="printed"):
+        widgets.Explorer(e.fig, lambda v: None, [0, 1], "x", alt="a figure", printed=[2])
     assert re.search(r'<img alt="[^"]{20,}"', html) and "fa fa-" not in html
     assert not re.search(r"""(src|href)=["']https?://""", html)  # self-contained: works offline
     head, token, _ = e.widget().children  # live controls: the head and the token
