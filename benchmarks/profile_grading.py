@@ -137,7 +137,6 @@ def _label(cell) -> str:
 
 
 def _class(tmp: Path, assignment: str, students: int) -> tuple[Path, Path]:
-    sys.path.insert(0, str(Path(__file__).parent))
     from grading import make_class
 
     course = tmp / "course"
