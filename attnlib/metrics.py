@@ -13,6 +13,17 @@ from .circuits import composition_baseline, composition_score, copying_score, fu
 from .tasks import TASKS
 
 
+def _scored(logits, targets, mask, what: str):
+    """The arrays :func:`accuracy` and :func:`loss` score, checked against each other."""
+    logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask, dtype=bool)
+    if logits.shape[:-1] != targets.shape or mask.shape != targets.shape:
+        raise ValueError(f"logits {logits.shape} must be targets {targets.shape} plus a vocab axis,"
+                         f" and mask {mask.shape} the shape of targets")
+    if not mask.any():
+        raise ValueError(f"mask selects no position: {what} is undefined")
+    return logits, targets, mask
+
+
 def accuracy(logits, targets, mask) -> float:
     """Fraction of masked positions where the largest logit is the target.
 
@@ -31,12 +42,7 @@ def accuracy(logits, targets, mask) -> float:
     >>> accuracy(np.eye(3)[None], np.array([[0, 2, 2]]), np.array([[True, True, False]]))
     0.5
     """
-    logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask, dtype=bool)
-    if logits.shape[:-1] != targets.shape or mask.shape != targets.shape:
-        raise ValueError(f"logits {logits.shape} must be targets {targets.shape} plus a vocab axis,"
-                         f" and mask {mask.shape} the shape of targets")
-    if not mask.any():
-        raise ValueError("mask selects no position: accuracy is undefined")
+    logits, targets, mask = _scored(logits, targets, mask, "accuracy")
     return float((logits.argmax(axis=-1) == targets)[mask].mean())
 
 
@@ -64,12 +70,7 @@ def loss(logits, targets, mask) -> float:
     >>> round(loss(np.zeros((1, 2, 4)), np.array([[0, 3]]), np.array([[True, True]])), 4)
     1.3863
     """
-    logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask, dtype=bool)
-    if logits.shape[:-1] != targets.shape or mask.shape != targets.shape:
-        raise ValueError(f"logits {logits.shape} must be targets {targets.shape} plus a vocab axis,"
-                         f" and mask {mask.shape} the shape of targets")
-    if not mask.any():
-        raise ValueError("mask selects no position: the loss is undefined")
+    logits, targets, mask = _scored(logits, targets, mask, "the loss")
     picked = logits[mask]  # (n, vocab): the masked positions
     picked = picked - picked.max(axis=-1, keepdims=True)
     logp = picked - np.log(np.exp(picked).sum(axis=-1, keepdims=True))  # (n, vocab)
