@@ -6,9 +6,11 @@ from grading, so that what reads it never imports the grader.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from .course import COURSE
+from .state import write_text
 
 GRADES = COURSE / "grades.csv"
 COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
@@ -25,8 +27,9 @@ def read_grades(path: Path = GRADES) -> dict[tuple[str, str], dict]:
 
 
 def write_grades(rows: dict, out: Path) -> None:
-    """Write grades.csv: :data:`COLUMNS`, sorted by student and assignment."""
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows[k] for k in sorted(rows))
+    """Write grades.csv whole (:func:`pm_course.state.write_text`): :data:`COLUMNS`, sorted by student and assignment."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows[k] for k in sorted(rows))
+    write_text(out, buffer.getvalue())

@@ -33,9 +33,12 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 
 from .course import COURSE, CourseError, api, assignment_names, expected_notebooks, source_notebook
+from . import state
 
 REVIEW = COURSE / "review"
-SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer")
+SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256")
+# answer_sha256: the answer the row was made from (:func:`digest`), so that a sheet whose answer column was
+# hidden, deleted or edited still applies only to that answer
 STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's place in the student version
 SOLUTION = re.compile(r"^[^\n]*### BEGIN SOLUTION[^\n]*\n?(.*?)^[^\n]*### END SOLUTION[^\n]*$", re.S | re.M)
 
@@ -297,7 +300,8 @@ def sheet_rows(assignment: str) -> list[dict]:
                     points = ""
                 rows.append({"student_id": student, "cell": w["cell"], "max_points": _points(w["points"]),
                              "points": points, "comment": cell_text(comment.manual_comment or ""),
-                             "answer": cell_text(answers.get(w["cell"], ""))})
+                             "answer": cell_text(answers.get(w["cell"], "")),
+                             "answer_sha256": digest(answers.get(w["cell"], ""))})
     return rows
 
 
@@ -334,12 +338,13 @@ def write_sheet(assignment: str) -> tuple[Path, Path]:
             out.rename(kept)
             print(f"{out.name} had points or comments that the gradebook does not (not applied yet, or cleared"
                   f" since because the answer changed): kept as {kept}")
-    with out.open("w", newline="", encoding="utf-8-sig") as f:  # the BOM: spreadsheets then read UTF-8
-        writer = csv.DictWriter(f, SHEET)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, SHEET)
+    writer.writeheader()
+    writer.writerows(rows)
+    state.write_text(out, buffer.getvalue(), "utf-8-sig")  # the BOM: spreadsheets then read UTF-8
     page = REVIEW / f"{assignment}.html"
-    page.write_text(review_page(assignment, rows), encoding="utf-8")
+    state.write_text(page, review_page(assignment, rows))
     waiting = sum(r["points"] == "" for r in rows)
     print(f"Review sheet: {out} ({len(rows)} answers, {waiting} awaiting review): fill in points (and comments),"
           f" then pm-course review {assignment} --apply {out}")
@@ -414,6 +419,9 @@ def _read_sheet(path: Path) -> tuple[list[str], list[dict]]:
     columns = [c.strip() for c in reader.fieldnames or []]
     reader.fieldnames = columns
     missing = [c for c in ("student_id", "cell", "points") if c not in columns]
+    if missing and len(columns) == 1 and ";" in columns[0]:
+        raise CourseError(f"{path}: separated by semicolons, not commas (a spreadsheet in a comma-decimal"
+                          " locale): save it comma-separated, as \"CSV UTF-8 (comma delimited)\", and apply it again")
     if missing:
         raise CourseError(f"{path}, row 1: no column {', '.join(repr(c) for c in missing)} (the header has"
                           f" {', '.join(repr(c) for c in columns) or 'nothing'}; expected {', '.join(SHEET)})")
@@ -459,11 +467,18 @@ def apply(assignment: str, path: Path) -> int:
                            f" the points of {cell}")
         if not bad and (student, cell) in seen:
             bad.append(f"columns student_id, cell: {student} {cell} is also on row {seen[student, cell]}")
-        if not bad and "answer" in columns and (raw or comment):
+        if not bad and (raw or comment):
             if student not in answers:
                 answers[student] = graded_answers(assignment, student, list(cells.values()))
             now = (answers[student] or {}).get(cell, "")
-            if digest(from_cell(row.get("answer") or "")) != digest(now):
+            given = (row.get("answer_sha256") or "").strip()
+            if not given and "answer" in columns:
+                given = digest(from_cell(row.get("answer") or ""))
+            if not given:
+                bad.append(f"columns answer, answer_sha256: {student}'s row says neither which answer it scores nor"
+                           " its hash (deleted columns?): write the sheet again with pm-course review"
+                           f" {assignment}, and keep those columns (hide them if they are in the way)")
+            elif given != digest(now):
                 bad.append(f"column answer: not the answer graded last (the student's work was graded again since"
                            f" this sheet was written): write the sheet again with pm-course review {assignment}")
         seen.setdefault((student, cell), number)
@@ -537,7 +552,27 @@ def status() -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in table]
     if waiting_total:
         lines.append(f"{waiting_total} written answer(s) await review: pm-course review ASSIGNMENT writes the sheet.")
+    lines += _out_of_date(rows, entries)
     return "\n".join(lines)
+
+
+def _out_of_date(rows: dict, entries: list) -> list[str]:
+    """The lines of status that list, per assignment, what is not graded and what is out of date."""
+    from . import fingerprints
+    from . import submissions as submissions_mod
+
+    found = fingerprints.stale(rows, {(e.student, e.assignment): e for e in entries})
+    lines = []
+    unfinished = sorted((k, r["reason"] or r["status"]) for k, r in rows.items()
+                        if r.get("status") in (submissions_mod.NOT_YET, submissions_mod.MACHINE))
+    for assignment in sorted({a for _, a in found} | {k[1] for k, _ in unfinished}):
+        lines.append(f"{assignment}:")
+        lines += [f"  not graded: {s} ({why})" for (s, a), why in unfinished if a == assignment]
+        lines += [f"  out of date: {s}: {why}" for (s, a), why in sorted(found.items()) if a == assignment]
+    if found:
+        lines.append(f"{len(found)} row(s) out of date: export and feedback refuse them until pm-course grade"
+                     " (or --force leaves them out).")
+    return lines
 
 
 # --- the feedback page: an answer not reviewed yet says so ---------------------------------

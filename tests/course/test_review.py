@@ -111,7 +111,7 @@ def test_status_and_the_review_sheet_before_any_review(graded):
     proc = run(env, "review", NAME)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = sheet(tmp / "course" / "review" / f"{NAME}.csv")
-    assert list(rows[0]) == ["student_id", "cell", "max_points", "points", "comment", "answer"]
+    assert list(rows[0]) == ["student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256"]
     assert [(r["student_id"], r["cell"], r["max_points"], r["points"], r["answer"]) for r in rows] == [
         ("nunezjose_101", CELL, "2", "", JOSE), ("obrienzoe_102", CELL, "2", "", ZOE_FIRST)]
     page = (tmp / "course" / "review" / f"{NAME}.html").read_text(encoding="utf-8")
@@ -214,6 +214,21 @@ def test_a_sheet_written_before_the_answer_changed_is_refused(graded):
     assert proc.returncode != 0 and f"{path}, row 2, column answer: not the answer graded last" in proc.stderr, \
         proc.stderr
     assert grades(tmp / "course")["obrienzoe_102"]["score"] == "5"  # as the last applied sheet left it
+
+
+def test_a_sheet_without_its_answers_or_their_hashes_is_refused_naming_the_student(graded):
+    """Columns deleted in a spreadsheet: nothing says which answer a row scores, so nothing is applied."""
+    tmp, env, *_ = graded
+    bare = [{"student_id": "obrienzoe_102", "cell": CELL, "max_points": "2", "points": "2", "comment": ""}]
+    path = write_sheet(tmp / "no-answers.csv", bare)
+    proc = run(env, "review", NAME, "--apply", path)
+    assert proc.returncode != 0, proc.stdout
+    assert f"{path}, row 2, columns answer, answer_sha256: obrienzoe_102's row says neither which answer it" \
+        " scores nor its hash" in proc.stderr, proc.stderr
+    semicolons = tmp / "semicolons.csv"
+    semicolons.write_text("student_id;cell;max_points;points;comment;answer\n", encoding="utf-8")
+    proc = run(env, "review", NAME, "--apply", semicolons)
+    assert proc.returncode != 0 and "save it comma-separated" in proc.stderr, proc.stderr
 
 
 def test_a_score_entered_in_the_formgrader_counts_the_same(graded):
