@@ -281,16 +281,26 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "grade":
         from .grade import grade
 
-        grade(args.submissions.resolve() if args.submissions else None, students=args.student,
-              assignments=args.assignment, n_jobs=args.jobs, everything=args.everything)
+        if args.submissions:  # the steps stand apart: the command line composes them
+            from .collect import collect
+
+            collect("folder", args.submissions.resolve())
+        grade(None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
+              everything=args.everything)
     elif args.command == "export":
         from .export import Late, export
+        from .review import sync
+
+        sync()  # reviews entered since (review --apply, nbgrader's formgrader) reach grades.csv and the pages
 
         export(args.to, args.template, args.output, Late.of(args.late_penalty, args.due, args.times), args.assignment,
                new_columns=args.new_columns, rescale=not args.no_rescale,
                overwrite_lms_edits=args.overwrite_lms_edits, force=args.force)
     elif args.command == "feedback":
         from .export import Late, pack_feedback
+        from .review import sync
+
+        sync()
 
         pack_feedback(args.output, Late.of(args.late_penalty, args.due, args.times), force=args.force)
     elif args.command == "review":

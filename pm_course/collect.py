@@ -48,13 +48,13 @@ import shutil
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from . import history, lms, submissions
+from . import history, lms, state, submissions
 from .course import COURSE, CourseError, exercises_dir, expected_notebooks, source_notebook
 from .submissions import FAILED, GRADED, MISSING, Class, Entry
 
 SOURCES = ("folder", "canvas", "moodle")
-MANIFEST = COURSE / "submissions.csv"
-SOURCES_SEEN = COURSE / "collected-from.txt"  # the folders the grader hides from student code
+MANIFEST = submissions.MANIFEST_FILE  # the manifest, kept with the state (:mod:`pm_course.submissions`)
+SOURCES_SEEN = submissions.SOURCES_SEEN  # the folders the grader hides from student code
 MAX_BYTES = 50 * 2**20  # a notebook larger than this is listed, not read
 
 
@@ -439,7 +439,7 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     entries = [e for e in old if e not in replaced] + found.entries
     submissions.write_manifest(entries, MANIFEST)
     seen = set(SOURCES_SEEN.read_text().splitlines()) if SOURCES_SEEN.is_file() else set()
-    SOURCES_SEEN.write_text("".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
+    state.write_text(SOURCES_SEEN, "".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
     _report(found, unused, covered, source, path)
     had = sorted(f"{e.student}/{e.assignment}" for e in replaced if e.status != MISSING)
     if had:

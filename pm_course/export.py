@@ -43,13 +43,12 @@ from html import escape as html_escape
 from pathlib import Path
 
 from . import exported, fingerprints, lms, state, submissions
-from .collect import MANIFEST
 from .config import Course
 from .config import load as load_config
 from .course import COURSE, CourseError, assignment_names, expected_notebooks, max_points
 from .feedback import CSP, is_test_student, remove_stale
-from .grade import grades
 from .grades import GRADES, read_grades
+from .grades import entries as grades
 from .submissions import GRADED, MISSING
 
 EXPORT = COURSE / "export"
@@ -309,7 +308,7 @@ def fresh(entries, force: bool, what: str) -> list:
         When a row would be written from stale state, naming each student and why (unless ``force``:
         then those rows are left out, as not graded yet, and listed).
     """
-    manifest = {(e.student, e.assignment): e for e in submissions.read_manifest(MANIFEST)}
+    manifest = {(e.student, e.assignment): e for e in submissions.read_manifest(submissions.MANIFEST_FILE)}
     found = fingerprints.stale(read_grades(GRADES), manifest)
     out = [e for e in entries if (e.student, e.assignment) in found]
     if not out:
@@ -700,7 +699,7 @@ def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool
     """
     late = late or Late.of()
     out = out or EXPORT
-    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(MANIFEST)}
+    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(submissions.MANIFEST_FILE)}
     entries = grades()
     late.check_extensions({e.student for e in entries})
     entries = fresh(entries, force, "feedback")  # no page of work since collected again, undone or changed

@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 
 from . import assignments as assignments_mod
-from . import collect as collect_mod
 from . import feedback, hidden, lms
 from . import submissions as submissions_mod
+from . import grades as grades_mod
 from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
 from .repair import drop_duplicate_cells
 from .state import write_text
@@ -283,7 +283,7 @@ def _zero_cells(entry, wrong: dict[str, list[str]]) -> str:
 
 def _hide_sources() -> None:
     """Every folder submissions were collected from is hidden from student code, like the course folder."""
-    seen = collect_mod.SOURCES_SEEN.read_text().split() if collect_mod.SOURCES_SEEN.is_file() else []
+    seen = submissions_mod.SOURCES_SEEN.read_text().split() if submissions_mod.SOURCES_SEEN.is_file() else []
     given = os.environ.get("PM_SUBMISSIONS", "")
     os.environ["PM_SUBMISSIONS"] = os.pathsep.join(p for p in [given, *seen] if p)
 
@@ -346,14 +346,14 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     n = jobs(n_jobs)
     print(f"Grading {n} notebook(s) at a time (JOBS).")
     if submissions is not None:
-        collect_mod.collect("folder", submissions)
-    entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
+        raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
+    entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
     tests = sorted({e.student for e in entries if lms.is_test_student(e.name or e.student.rsplit("_", 1)[0])})
     if tests:  # Canvas's test student: never graded, never in grades.csv, never exported
         print(f"Not graded: Canvas's test student ({', '.join(tests)}).")
         entries = [e for e in entries if e.student not in tests]
     if not entries:
-        raise CourseError(f"nothing collected yet ({collect_mod.MANIFEST} is missing): run pm-course collect first,"
+        raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course collect first,"
                           " or pass the submissions folder to grade")
     _hide_sources()
     changed = assignments_mod.stale()
@@ -490,12 +490,11 @@ def _entry(row: dict):
 
 def grades() -> list:
     """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
-    if not GRADES.is_file():
-        raise CourseError(f"no grades yet ({GRADES} is missing): run pm-course grade first")
     from . import review
 
-    review.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
-    return [e for e in map(_entry, read_grades(GRADES).values()) if not lms.is_test_student(e.name)]
+    if GRADES.is_file():
+        review.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
+    return grades_mod.entries(GRADES)
 
 
 def _say_what_changed(before: dict, after: dict, regraded: set) -> None:

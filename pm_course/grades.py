@@ -9,7 +9,7 @@ import csv
 import io
 from pathlib import Path
 
-from .course import COURSE
+from .course import COURSE, CourseError
 from .state import write_text
 
 GRADES = COURSE / "grades.csv"
@@ -24,6 +24,31 @@ def read_grades(path: Path = GRADES) -> dict[tuple[str, str], dict]:
         return {}
     with path.open(newline="", encoding="utf-8") as f:
         return {(r["student_id"], r["assignment"]): {c: r.get(c) or "" for c in COLUMNS} for r in csv.DictReader(f)}
+
+
+def entries(path: Path = GRADES) -> list:
+    """grades.csv as :class:`pm_course.submissions.Entry` (scores as numbers), Canvas's test student left out.
+
+    Raises
+    ------
+    CourseError
+        When nothing was graded yet.
+    """
+    from .lms import is_test_student
+    from .submissions import Entry
+
+    if not path.is_file():
+        raise CourseError(f"no grades yet ({path} is missing): run pm-course grade first")
+    found = []
+    for row in read_grades(path).values():
+        entry = Entry(row["student_id"], row["assignment"], status=row["status"], reason=row["reason"],
+                      name=row.get("name", ""), lms=row.get("lms", ""), lms_id=row.get("lms_id", ""),
+                      late=row.get("late") == "late", submitted=row.get("submitted", ""))
+        entry.score = float(row["score"]) if row["score"] else None
+        entry.max_score = float(row["max_score"]) if row.get("max_score") else None
+        if not is_test_student(entry.name):
+            found.append(entry)
+    return found
 
 
 def write_grades(rows: dict, out: Path) -> None:

@@ -248,6 +248,33 @@ def annotate(rows: dict) -> None:
                 got, most, waiting = totals.get(student, (0.0, 0.0, 0))
                 row.update(written_score=_points(got) if most else "", written_max=_points(most) if most else "",
                            awaiting_review=str(waiting) if most else "")
+                if most and not waiting:  # reviewed: the reason no longer says "not reviewed yet"
+                    full = row.get("score") not in ("", None) and row.get("max_score") not in ("", None) \
+                        and float(row["score"]) >= float(row["max_score"])
+                    row["reason"] = reviewed_reason(row.get("reason") or "", full, got, most)
+
+
+def reviewed_reason(reason: str, full: bool, got: float, most: float) -> str:
+    """A grades.csv reason once every written answer is reviewed: no "not reviewed yet"; no lost points at full.
+
+    >>> reviewed_reason("lost points: why 0/2 not reviewed yet, test-proj 0/3", False, 2, 2)
+    'lost points: test-proj 0/3'
+    >>> reviewed_reason("graded a.ipynb as x; lost points: why not reviewed yet", True, 2, 2)
+    'graded a.ipynb as x'
+    """
+    kept = []
+    for part in reason.split("; ") if reason else []:
+        if part.startswith("lost points: "):
+            items = [i for i in part.removeprefix("lost points: ").split(", ") if not i.endswith("not reviewed yet")]
+            if full:
+                continue
+            if not items and got < most:
+                items = [f"written answers {_points(got)}/{_points(most)}"]
+            if not items:
+                continue
+            part = "lost points: " + ", ".join(items)
+        kept.append(part)
+    return "; ".join(kept)
 
 
 def sync() -> list[tuple[str, str]]:
@@ -516,13 +543,13 @@ def apply(assignment: str, path: Path) -> int:
 # --- pm-course status --------------------------------------------------------------------
 def status() -> str:
     """Per assignment collected: submissions, graded, could not be graded, answers awaiting review."""
-    from . import collect as collect_mod
     from . import submissions as submissions_mod
     from .grades import GRADES, read_grades
 
-    entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
+    entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
     if not entries:
-        raise CourseError(f"nothing collected yet ({collect_mod.MANIFEST} is missing): run pm-course collect first")
+        raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course"
+                          " collect first")
     sync()
     rows = read_grades(GRADES)
     collected = sorted({e.assignment for e in entries})

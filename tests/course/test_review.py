@@ -161,6 +161,9 @@ def test_an_applied_sheet_lands_in_grades_the_canvas_import_the_feedback_and_sta
     assert (got["nunezjose_101"]["score"], got["nunezjose_101"]["written_score"]) == ("6", "2")
     assert (got["obrienzoe_102"]["score"], got["obrienzoe_102"]["written_score"]) == ("5.5", "1.5")
     assert {r["awaiting_review"] for r in got.values()} == {"0"}
+    # reviewed: no reason says "not reviewed yet", and a full score has no lost points
+    assert not [r["reason"] for r in got.values() if "not reviewed yet" in r["reason"]], got
+    assert "lost points" not in got["nunezjose_101"]["reason"], got["nunezjose_101"]
     out = tmp / "canvas-import.csv"
     proc = run(env, "export", "--to", "canvas", gradebook, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
