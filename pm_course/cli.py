@@ -43,8 +43,12 @@ Canvas's own Late Policy (or give the times with --times). grade grades only wha
 everything). export refuses an assignment with no gradebook column (--new-columns
 makes one), rescales to the gradebook's points (--no-rescale refuses), counts days
 late from each assignment's due date and each student's extension, and leaves out
-Canvas's test student. Without bubblewrap, PM_GRADE_UNSAFE=1 runs student code
-unconfined (make grade UNSAFE=1).
+Canvas's test student.
+
+The course folder is one state: each writing command locks it (a second one waits,
+or refuses with --no-wait) and writes each file whole; status lists what is not
+graded and what is out of date, which export and feedback refuse (--force: the rest).
+Without bubblewrap, PM_GRADE_UNSAFE=1 runs student code unconfined (make grade UNSAFE=1).
 """
 
 
