@@ -281,7 +281,11 @@ def comment(entry, final: float | None, note: str) -> str:
         if why.startswith("not a notebook"):
             why = f"the file submitted as {notebook} is not a notebook Jupyter can open"
         return f"{entry.assignment}: your notebook could not be graded automatically ({why}); your instructor will look at it."
-    text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points, graded automatically"
+    waiting = int(entry.awaiting_review or 0)
+    how = ("graded automatically" if not entry.written_max else
+           f"graded automatically; {waiting} written answer(s) await your instructor's review" if waiting else
+           "graded automatically, written answers reviewed by your instructor")
+    text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points, {how}"
     if note:
         days = re.search(r"late (\d+) day", note)
         late = "submitted late" + (f" ({days.group(1)} day{'s' if days.group(1) != '1' else ''})" if days else "")

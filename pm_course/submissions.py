@@ -47,6 +47,8 @@ class Entry:
     late: bool = False                # the LMS marked the submission late
     submitted: str = ""               # when it was submitted (as the LMS gives it, or the zip entry's time)
     source: str = ""                  # the file in the download or folder that was used
+    written_max: str = ""             # grades.csv: the written answers' points ("" when none)
+    awaiting_review: str = ""         # grades.csv: how many of them await review
 
 
 # the manifest's columns: what collect found, what grade reads

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import nbformat
 import pytest
@@ -168,6 +169,12 @@ def test_an_applied_sheet_lands_in_grades_the_canvas_import_the_feedback_and_sta
     proc = run(env, "export", "--to", "canvas", gradebook, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r[-1] for r in read_csv(out)[1:]] == ["6", "6", "5.5"], read_csv(out)
+    packed = run(env, "feedback", "-o", tmp / "packed-reviewed")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    with zipfile.ZipFile(tmp / "packed-reviewed" / f"feedback-canvas-{NAME}.zip") as z:
+        jose = next(z.read(n).decode() for n in z.namelist() if "_101_" in n)
+    # the banner says who scored it: not "graded automatically" alone
+    assert f"{NAME}: 6 of 6 points, graded automatically, written answers reviewed by your instructor" in jose
     page = (course / "feedback" / "obrienzoe_102" / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text()
     assert "say why the other weights vanish" in page and "5.5" in page and "Awaiting review" not in page
     assert status_row(env) == [NAME, "2", "2", "0", "0", "0"]
