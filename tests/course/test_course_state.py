@@ -256,6 +256,49 @@ def test_the_lms_own_values_and_an_instructors_edit_in_the_lms_are_kept(canvas, 
     assert got == {"": "3", "101": "EX", "102": "0", "103": "3"}, got  # EX stays: not a grade to replace
 
 
+def test_a_resubmission_not_graded_yet_and_an_undone_collect_stop_export_and_feedback(canvas, tmp_path):
+    """José hands in again (blank this time): until it is graded, grades.csv's 3 is not his work's score; after
+    it is graded and the collection undone, the 0 graded is not the collected work's either."""
+    tmp, env, book, *_ = canvas
+    course = tmp_path / "course"
+    shutil.copytree(tmp / "course", course)
+    env = {**env, "PM_COURSE_DIR": str(course)}
+    redo = run(env, "collect", "--from", "canvas", _zip(tmp_path / "again.zip", [
+        ("nunezjose_LATE_101_9041_subspace.ipynb", blank(A), (2025, 3, 21, 9, 0, 0))]), "--roster", book)
+    assert redo.returncode == 0, redo.stdout + redo.stderr
+    why = "nunezjose_101/03_subspace (collected again since it was graded (a resubmission): grade again)"
+    status = run(env, "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"{A}:\n  out of date: nunezjose_101: collected again since it was graded" in status.stdout, status.stdout
+    assert "1 row(s) out of date: export and feedback refuse them" in status.stdout, status.stdout
+    out = tmp_path / "import.csv"
+    refused = run(env, "export", "--to", "canvas", book, "-o", out, "--late-penalty", "0")
+    assert refused.returncode != 0 and not out.exists(), refused.stdout + refused.stderr
+    assert f"export refused: 1 row(s) would be written from out-of-date state: {why}" in refused.stderr
+    assert "obrienzoe_102" not in refused.stderr and "smithannmarie_103" not in refused.stderr, refused.stderr
+    refused = run(env, "feedback", "-o", tmp_path / "fb", "--late-penalty", "0")
+    assert refused.returncode != 0 and not (tmp_path / "fb").exists(), refused.stdout + refused.stderr
+    assert f"feedback refused: 1 row(s) would be written from out-of-date state: {why}" in refused.stderr
+    # --force writes the others and leaves José's old 3 out (a blank cell, not a score of other work)
+    forced = run(env, "export", "--to", "canvas", book, "-o", out, "--late-penalty", "0", "--force")
+    assert forced.returncode == 0 and f"Left out (out of date; --force): {why}" in forced.stdout, forced.stdout
+    got = {r["ID"]: r[f"{A} (502)"] for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert got == {"": "3", "101": "", "102": "0", "103": "3"}, got
+    assert run(env, "grade", "--jobs", "1").returncode == 0
+    assert rows(course / "grades.csv")[("nunezjose_101", A)]["score"] == "0"
+    assert "out of date" not in run(env, "status").stdout
+    # the collection undone: the first notebook (worth 3) is collected again, grades.csv still says the blank's 0
+    undone = run(env, "collect", "--undo")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    refused = run(env, "export", "--to", "canvas", book, "-o", out, "--late-penalty", "0")
+    assert refused.returncode != 0 and "nunezjose_101/03_subspace (collected again since it was graded" \
+        in refused.stderr, refused.stdout + refused.stderr
+    assert "nunezjose_101: collected again since it was graded" in run(env, "status").stdout
+    assert run(env, "grade", "--jobs", "1").returncode == 0
+    assert rows(course / "grades.csv")[("nunezjose_101", A)]["score"] == "3"
+    assert run(env, "feedback", "-o", tmp_path / "fb", "--late-penalty", "0").returncode == 0
+
+
 @pytest.fixture
 def full_disk(tmp_path):
     """A small tmpfs (this test runs as root), unmounted afterwards."""
