@@ -247,16 +247,36 @@ def main(argv: list[str] | None = None) -> None:
     from .config import load
 
     load()  # a mistake in the course file stops every command, naming it
-    if args.command == "status":  # a reader: no lock
+    from .course import CourseError
+    from .state import lock
+
+    if args.command == "status":
         from .review import status
 
-        print(status())
+        # status first brings grades.csv and the pages up to date with reviews entered since: a write, so it
+        # takes the lock; while another command holds it, status reads only (and says so) rather than wait
+        try:
+            with lock("pm-course status", wait=False):
+                text = status()
+        except CourseError as err:
+            if "is in use by" not in str(err):
+                raise
+            from .state import holder
+
+            text = status(update=False) + (f"\n(read only: the course folder is in use by"
+                                            f" {holder() or 'another pm-course command'}; reviews entered since"
+                                            " the last command are not counted yet)")
+        print(text)
         return
-    from .state import lock
 
     with lock(f"pm-course {args.command}", wait=not args.no_wait):
         try:
             _run(args)
+        except BrokenPipeError:  # `pm-course ... | head`: stdout closed while the command ran
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to write there
+            raise CourseError(f"pm-course {args.command} stopped: its output was closed (a closed pipe). Every"
+                              " file of the course folder is as before or as after (none is half-written); what"
+                              " was not finished, the next command finishes or pm-course status lists.") from None
         except OSError as err:  # the machine's (a full disk): each file is whole, as before or as after
             raise CourseError(f"pm-course {args.command} stopped: machine error: {err}. Every file of the course"
                               " folder is as before or as after (none is half-written); fix it and run the"

@@ -291,14 +291,16 @@ def sync() -> list[tuple[str, str]]:
     before = {k: dict(v) for k, v in rows.items()}
     annotate(rows)
     changed = [k for k in sorted(rows) if rows[k] != before[k]]
+    rescored = [k for k in changed if before[k]["score"] != rows[k]["score"]]
+    # the pages first, grades.csv last, printing after both: a command stopped in between (a closed pipe, a
+    # kill) leaves grades.csv as before, so the next one finds the same rows changed and finishes the work
+    for student, assignment in rescored:
+        api().generate_feedback(assignment, student, force=True)
     if changed:
         write_grades(rows, GRADES)
         print(f"{GRADES.name}: brought up to date with the gradebook (written answers reviewed since):")
-        for student, assignment in changed:
-            if before[(student, assignment)]["score"] != rows[(student, assignment)]["score"]:
-                api().generate_feedback(assignment, student, force=True)
-                print(f"  {student}/{assignment}: {before[(student, assignment)]['score']} ->"
-                      f" {rows[(student, assignment)]['score']}/{rows[(student, assignment)]['max_score']}")
+        for key in rescored:
+            print(f"  {key[0]}/{key[1]}: {before[key]['score']} -> {rows[key]['score']}/{rows[key]['max_score']}")
     return changed
 
 
@@ -541,8 +543,12 @@ def apply(assignment: str, path: Path) -> int:
 
 
 # --- pm-course status --------------------------------------------------------------------
-def status() -> str:
-    """Per assignment collected: submissions, graded, could not be graded, answers awaiting review."""
+def status(update: bool = True) -> str:
+    """Per assignment collected: submissions, graded, could not be graded, answers awaiting review.
+
+    With ``update`` (the course folder's lock held), grades.csv and the pages are first brought up to date
+    with reviews entered since (:func:`sync`); without it, nothing is written and those rows show as out of date.
+    """
     from . import submissions as submissions_mod
     from .grades import GRADES, read_grades
 
@@ -550,7 +556,8 @@ def status() -> str:
     if not entries:
         raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course"
                           " collect first")
-    sync()
+    if update:
+        sync()
     rows = read_grades(GRADES)
     collected = sorted({e.assignment for e in entries})
     head = ("assignment", "submissions", "graded", "could not be graded", "not graded yet", "awaiting review")

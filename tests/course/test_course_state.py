@@ -228,6 +228,33 @@ def test_one_writer_at_a_time_two_grades_lose_nothing(canvas, tmp_path):
     assert not (course / ".lock-holder").exists()
 
 
+def test_status_takes_the_lock_to_write_and_reads_only_while_another_command_holds_it(canvas, tmp_path):
+    """status brings grades.csv up to date with reviews (a write): it holds the lock for that; while another
+    command holds it, status neither waits nor writes, and says so."""
+    import fcntl
+
+    tmp, env, *_ = canvas
+    course = tmp_path / "course"
+    shutil.copytree(tmp / "course", course)
+    env = {**env, "PM_COURSE_DIR": str(course)}
+    before = {p: p.read_bytes() for p in course.rglob("*") if p.is_file()}
+    fd = os.open(course / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a grade holding the folder
+        (course / ".lock-holder").write_text("pm-course grade (process 4242, since 2025-03-04 10:00:00)\n")
+        held = run(env, "status", timeout=60)
+        assert held.returncode == 0, held.stdout + held.stderr
+        assert "(read only: the course folder is in use by pm-course grade (process 4242" in held.stdout, held.stdout
+        assert held.stdout.startswith("assignment") and f"\n{A} " in held.stdout, held.stdout
+    finally:
+        os.close(fd)
+    (course / ".lock-holder").unlink()
+    assert {p: p.read_bytes() for p in course.rglob("*") if p.is_file()} == before  # nothing written
+    free = run(env, "status")
+    assert free.returncode == 0 and "read only" not in free.stdout, free.stdout + free.stderr
+    assert not (course / ".lock-holder").exists()  # taken and given back
+
+
 def test_the_lms_own_values_and_an_instructors_edit_in_the_lms_are_kept(canvas, tmp_path):
     tmp, env, book, *_ = canvas
     shutil.copytree(tmp / "course", tmp_path / "course")
