@@ -166,6 +166,19 @@ def belongs_elsewhere(data: bytes | Path | None, assignment: str) -> str | None:
     return other if other not in (None, assignment) and len(ids & _source_ids()[other]) > mine else None
 
 
+def _refuse_anonymous(zip_path: Path) -> None:
+    """Refuse Canvas's download of an assignment graded anonymously: its file names say no student."""
+    anonymous = sorted(m.filename for m in safe_members(zip_path) if re.match(lms.CANVAS_ANONYMOUS, m.filename))
+    if anonymous:
+        raise CourseError(
+            f"{zip_path} is Canvas's download of an assignment graded anonymously ({len(anonymous)} file(s) named"
+            f" anon_<anonymous id>_..., e.g. {anonymous[0]}): it says no student's name or Canvas id, and no"
+            " gradebook export gives the anonymous ids, so no grade could reach the right student. Nothing was"
+            " collected. In Canvas, turn off 'Graders cannot view student names' in the assignment's settings"
+            " (or wait until its grades are posted), then Download Submissions again: that zip names each file"
+            " <name>_<user id>_<submission id>_..., which pm-course collect --from canvas reads.")
+
+
 def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str, str],
              contents: dict[str, bytes] | None = None) -> tuple[Class, dict]:
     """Match a Canvas or Moodle zip's files to students and assignments.
@@ -195,6 +208,8 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     plugin = _plugin(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME)
     found, candidates, foreign, others = Class(), {}, {}, {}
     contents = read_zip(zip_path) if contents is None else contents
+    if source == "canvas":
+        _refuse_anonymous(zip_path)
     for member in safe_members(zip_path):
         name = member.filename
         parsed = plugin.collect(name)

@@ -9,7 +9,8 @@ Canvas gradebook           ``Student,ID,SIS User ID,SIS Login ID,Section,<Assign
 (export, and import)       and a ``Points Possible`` row; a column without ``(<id>)`` makes a new
                            assignment on import, values overwrite
 Moodle, Download all       folders ``<Full name>_<participant id>_assignsubmission_file_/<original>``
-submissions
+submissions                (or, not in folders, ``<Full name>_<participant id>_assignsubmission_file_<original>``)
+Canvas, anonymous grading  ``anon_<anonymous id>_<file id>_<original>``: no student named, refused
 Moodle grading worksheet   ``Identifier`` ("Participant N"), ``Full name``, ``Email address``,
                            ``Status`` ("... - 1 day 2 hours late"), ``Grade``, ``Maximum Grade``,
                            ``Last modified (submission)`` (the real time), ... ``Feedback comments``
@@ -34,7 +35,12 @@ LMSS = ("canvas", "moodle")
 # nbgrader's FileNameCollectorPlugin wants the groups student_id and file_id
 CANVAS_NAME = (r"^(?P<last_first>[^/]+?)_(?:(?P<late>LATE|late)_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
                r"(?P<file_id>[^/]+)$")
-MOODLE_NAME = r"^(?P<full_name>[^/]+)_(?P<student_id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?/(?P<file_id>.+)$"
+# in a folder per student (``..._file_/<original>``) or, "Download submissions in folders" unticked, flat
+# (``..._file_<original>``): the participant id names the student either way
+MOODLE_NAME = r"^(?P<full_name>[^/]+)_(?P<student_id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_/?(?P<file_id>.+)$"
+# Canvas's download of an assignment graded anonymously: ``[LATE_]anon_<anonymous id>_<file id>_<original>``,
+# no name and no user id (the anonymous id is in no gradebook export), so nothing says whose work a file is
+CANVAS_ANONYMOUS = r"^(?:(?:LATE|late)_)?anon_(?P<anonymous_id>[A-Za-z0-9]+)_(?P<file_id>\d+)_(?P<original>[^/]+)$"
 CANVAS_IDS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
 CANVAS_TEST_STUDENT = "Student, Test"  # Canvas's "Student View" student, in every course (also "Test Student")
 POINTS_POSSIBLE = "Points Possible"
