@@ -313,7 +313,7 @@ def _run(args: argparse.Namespace) -> None:
               everything=args.everything)
     elif args.command == "export":
         from .export import Late, export
-        from .review import sync
+        from .reviews import sync
 
         sync()  # reviews entered since (review --apply, nbgrader's formgrader) reach grades.csv and the pages
 
@@ -322,7 +322,7 @@ def _run(args: argparse.Namespace) -> None:
                overwrite_lms_edits=args.overwrite_lms_edits, force=args.force)
     elif args.command == "feedback":
         from .export import Late, pack_feedback
-        from .review import sync
+        from .reviews import sync
 
         sync()
 

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from . import assignments as assignments_mod
-from . import feedback, hidden, lms
+from . import feedback, hidden, lms, reviews
 from . import submissions as submissions_mod
 from . import grades as grades_mod
 from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
@@ -434,16 +434,12 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
 
 def _keep_reviews(todo) -> None:
     """Written answers: a review stands while its answer is unchanged; a changed answer awaits review again."""
-    from . import review
-
-    review.after_grading(todo)
+    reviews.after_grading(todo)
 
 
 def _written_totals(rows: dict) -> None:
     """grades.csv's written-answer columns (and scores) from the gradebook, formgrader reviews included."""
-    from . import review
-
-    review.annotate(rows)
+    reviews.annotate(rows)
     waiting = sum(int(r.get("awaiting_review") or 0) for r in rows.values())
     if waiting:
         print(f"Written answers awaiting review: {waiting} (pm-course status; pm-course review ASSIGNMENT)")
@@ -490,10 +486,8 @@ def _entry(row: dict):
 
 def grades() -> list:
     """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
-    from . import review
-
     if GRADES.is_file():
-        review.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
+        reviews.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
     return grades_mod.entries(GRADES)
 
 
