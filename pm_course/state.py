@@ -5,7 +5,8 @@ an exclusive ``fcntl`` lock on ``course/.lock`` (released by the kernel when
 the process ends, however it ends), with ``course/.lock-holder`` saying which
 command holds it, since when, and its process id. A second writer waits,
 printing who holds the folder, or (``--no-wait``) refuses, naming them.
-Readers (``status``) take no lock.
+``status`` writes (it brings grades.csv up to date with reviews) only while
+holding the lock; when another command holds it, it reads only.
 
 Every file of the state is written by :func:`write_text` / :func:`write_bytes`:
 to a temporary name beside it, flushed, then renamed over the old one, so an
