@@ -255,7 +255,11 @@ def main(argv: list[str] | None = None) -> None:
 
         # status first brings grades.csv and the pages up to date with reviews entered since: a write, so it
         # takes the lock; while another command holds it, status reads only (and says so) rather than wait
+        from .course import COURSE
+
         try:
+            if not COURSE.is_dir():  # nothing collected: status says so, and makes no course folder
+                text = status(update=False)
             with lock("pm-course status", wait=False):
                 text = status()
         except CourseError as err:

@@ -253,6 +253,9 @@ def test_status_takes_the_lock_to_write_and_reads_only_while_another_command_hol
     free = run(env, "status")
     assert free.returncode == 0 and "read only" not in free.stdout, free.stdout + free.stderr
     assert not (course / ".lock-holder").exists()  # taken and given back
+    nothing = run({**env, "PM_COURSE_DIR": str(tmp_path / "none" / "course")}, "status")
+    assert nothing.returncode != 0 and "nothing collected yet" in nothing.stderr, nothing.stdout + nothing.stderr
+    assert not (tmp_path / "none").exists()  # a status where nothing was collected makes no course folder
 
 
 def test_the_lms_own_values_and_an_instructors_edit_in_the_lms_are_kept(canvas, tmp_path):
