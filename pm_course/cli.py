@@ -35,14 +35,20 @@ A term with an LMS:
   pm-course status                            per assignment: submissions, graded, failed, awaiting review
 
 The course file (course.toml at the repository's root, or --config FILE) says what
-the LMS cannot: the time zone, each assignment's due date and gradebook column
+the LMS cannot: the time zone, the late policy (late_penalty = 10: percent per day,
+for export and feedback alike), each assignment's due date and gradebook column
 ([assignments.<name>] due, canvas, moodle), and students' own due dates
-([extensions.<student id>]). grade grades only what is new or changed (--all:
+([extensions.<student id>]). A Canvas download has no submission times: use
+Canvas's own Late Policy (or give the times with --times). grade grades only what is new or changed (--all:
 everything). export refuses an assignment with no gradebook column (--new-columns
 makes one), rescales to the gradebook's points (--no-rescale refuses), counts days
 late from each assignment's due date and each student's extension, and leaves out
-Canvas's test student. Without bubblewrap, PM_GRADE_UNSAFE=1 runs student code
-unconfined (make grade UNSAFE=1).
+Canvas's test student.
+
+The course folder is one state: each writing command locks it (a second one waits,
+or refuses with --no-wait) and writes each file whole; status lists what is not
+graded and what is out of date, which export and feedback refuse (--force: the rest).
+Without bubblewrap, PM_GRADE_UNSAFE=1 runs student code unconfined (make grade UNSAFE=1).
 """
 
 
@@ -70,9 +76,18 @@ def _percent(text: str) -> float:
 
 
 def _late_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="write the rows that are up to date when some are not (a resubmission not graded yet,"
+                             " an undone collection, a stale page), listing those left out (default: refuse,"
+                             " naming each; pm-course status lists them)")
     parser.add_argument("--late-penalty", type=_percent, metavar="PERCENT_PER_DAY", default=None,
-                        help="take this percent of the score per day late (default: no penalty; late work is"
-                             " marked all the same, and every penalty is printed)")
+                        help="take this percent of the score per day late, any part of a day counting as a day"
+                             " (default: the course file's late_penalty, else none; late work is marked all the"
+                             " same, and every penalty is printed). Refused where the days cannot be counted: a"
+                             " Canvas download has no submission times (use Canvas's Late Policy, or --times)")
+    parser.add_argument("--times", type=Path, metavar="CSV", default=None,
+                        help="real submission times, a CSV of student, assignment, submitted_at (student: the"
+                             " course's id or the LMS's), e.g. from Canvas's submissions API")
     parser.add_argument("--due", type=_due, action="append", metavar="ASSIGNMENT=DATETIME", default=None,
                         help="one assignment's deadline for this run, e.g. --due 01_copying='2025-03-03 23:59'"
                              " (repeat for more), in place of course.toml's; days late count from each"
@@ -91,17 +106,21 @@ def parser() -> argparse.ArgumentParser:
                      help="the course folder, where everything generated goes (default: $PM_COURSE_DIR, else"
                           " course/ in the repository)")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    wait = argparse.ArgumentParser(add_help=False)
+    wait.add_argument("--no-wait", action="store_true",
+                      help="refuse at once when another pm-course command is writing the course folder (default:"
+                           " wait for it, saying which command it is)")
 
     sub.add_parser("init", help="write a commented course file (course.toml) listing the assignments",
                    description="Write course.toml (or --config FILE) with every key commented out: the time zone,"
                                " each assignment's due date and gradebook column, students' extensions. An"
                                " existing file is never replaced.")
 
-    sub.add_parser("assignments", help="check the exercises' test cells and release the student versions",
+    sub.add_parser("assignments", parents=[wait], help="check the exercises' test cells and release the student versions",
                    description="Check that each test cell stands alone and judges its own function, then release"
                                " the student versions with nbgrader (course/release/<assignment>/).")
 
-    p = sub.add_parser("collect", help="bring submissions in from a folder, a Canvas zip or a Moodle zip",
+    p = sub.add_parser("collect", parents=[wait], help="bring submissions in from a folder, a Canvas zip or a Moodle zip",
                        description="Copy submissions into the course folder, matching each file to a student and an"
                                    " assignment's notebook whatever the LMS did to its name; the newest upload wins,"
                                    " every file not used is listed with the reason. A collection that would replace"
@@ -119,11 +138,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", metavar="A", default=None,
                    help="the assignment the zip is for (a Canvas or Moodle download is one assignment's);"
                         " default: inferred from each notebook's graded cells, else its name")
+    p.add_argument("--replace", action="store_true",
+                   help="replace everything collected for the assignment from this LMS (default: add, replacing"
+                        " only the students in this download, each printed; the others keep their work)")
     p.add_argument("--undo", action="store_true",
                    help="put back what the last collection replaced (each collection keeps a copy in"
                         " course/history/; what the undone one brought in is kept in course/history/undone/)")
 
-    p = sub.add_parser("grade", help="grade what was collected, each notebook in a sandbox",
+    p = sub.add_parser("grade", parents=[wait], help="grade what was collected, each notebook in a sandbox",
                        description="Grade the collected notebooks (each in its own sandboxed kernel), write"
                                    " course/grades.csv and the feedback pages, with a progress bar. Only what is"
                                    " new or changed since the last run is graded (the notebook's or its"
@@ -143,7 +165,7 @@ def parser() -> argparse.ArgumentParser:
                    help="regrade every notebook collected (default: only those new or changed since the last"
                         " run, and those of an assignment whose source changed)")
 
-    p = sub.add_parser("export", help="write the grades as an LMS imports them",
+    p = sub.add_parser("export", parents=[wait], help="write the grades as an LMS imports them",
                        description="Write the grades for an LMS: Canvas's gradebook import (from its own export as"
                                    " the template), Moodle's grading worksheet filled in, or a plain CSV. Each"
                                    " assignment fills the gradebook column the course file names (canvas = ...) or"
@@ -167,12 +189,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--new-columns", action="store_true",
                    help="Canvas: give an assignment with no gradebook column a new one (a new assignment in"
                         " Canvas); default: refuse, naming the gradebook's columns")
+    p.add_argument("--overwrite-lms-edits", action="store_true",
+                   help="replace a gradebook value changed in the LMS since pm-course's last export (default: the"
+                        " LMS's value is kept and listed; EX, complete and other non-numbers are always kept)")
     p.add_argument("--no-rescale", action="store_true",
                    help="refuse when the gradebook's points differ from the assignment's (default: rescale"
                         " the scores to the gradebook's points, printing each rescaling)")
     _late_options(p)
 
-    p = sub.add_parser("feedback", help="pack each feedback page as the LMS takes it back",
+    p = sub.add_parser("feedback", parents=[wait], help="pack each feedback page as the LMS takes it back",
                        description="Pack the feedback pages, one zip per assignment: for Canvas's Re-upload"
                                    " submissions, each page named with the download's <name>_<user id>_<submission"
                                    " id>_ prefix (Canvas attaches it to that submission as a comment); for Moodle, in"
@@ -183,7 +208,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the folder to write to (default: course/export/)")
     _late_options(p)
 
-    p = sub.add_parser("review", help="score the written answers: a sheet to fill in, then --apply it",
+    p = sub.add_parser("review", parents=[wait], help="score the written answers: a sheet to fill in, then --apply it",
                        description="Write course/review/ASSIGNMENT.csv (student_id, cell, max_points, points,"
                                    " comment, answer: one row per student and written answer; points empty until"
                                    " reviewed) and ASSIGNMENT.html (the answers beside the model answer and its"
@@ -201,7 +226,7 @@ def parser() -> argparse.ArgumentParser:
                                " be graded or are not graded yet, and the written answers awaiting review (from"
                                " the gradebook: reviews from the formgrader count too).")
 
-    sub.add_parser("book", help="build the course edition of the site (no solutions, no hidden tests)",
+    sub.add_parser("book", parents=[wait], help="build the course edition of the site (no solutions, no hidden tests)",
                    description="Build the course edition of the site into course/book: the chapters, and the"
                                " exercises as students get them.")
     return top
@@ -222,6 +247,48 @@ def main(argv: list[str] | None = None) -> None:
     from .config import load
 
     load()  # a mistake in the course file stops every command, naming it
+    from .course import CourseError
+    from .state import lock
+
+    if args.command == "status":
+        from .review import status
+
+        # status first brings grades.csv and the pages up to date with reviews entered since: a write, so it
+        # takes the lock; while another command holds it, status reads only (and says so) rather than wait
+        from .course import COURSE
+
+        try:
+            if not COURSE.is_dir():  # nothing collected: status says so, and makes no course folder
+                text = status(update=False)
+            with lock("pm-course status", wait=False):
+                text = status()
+        except CourseError as err:
+            if "is in use by" not in str(err):
+                raise
+            from .state import holder
+
+            text = status(update=False) + (f"\n(read only: the course folder is in use by"
+                                            f" {holder() or 'another pm-course command'}; reviews entered since"
+                                            " the last command are not counted yet)")
+        print(text)
+        return
+
+    with lock(f"pm-course {args.command}", wait=not args.no_wait):
+        try:
+            _run(args)
+        except BrokenPipeError:  # `pm-course ... | head`: stdout closed while the command ran
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to write there
+            raise CourseError(f"pm-course {args.command} stopped: its output was closed (a closed pipe). Every"
+                              " file of the course folder is as before or as after (none is half-written); what"
+                              " was not finished, the next command finishes or pm-course status lists.") from None
+        except OSError as err:  # the machine's (a full disk): each file is whole, as before or as after
+            raise CourseError(f"pm-course {args.command} stopped: machine error: {err}. Every file of the course"
+                              " folder is as before or as after (none is half-written); fix it and run the"
+                              " command again.") from None
+
+
+def _run(args: argparse.Namespace) -> None:
+    """Run a command that writes the course folder (its lock held)."""
     if args.command == "assignments":
         from .assignments import assignments
 
@@ -230,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         from .collect import collect
 
         if args.undo:
-            if args.source or args.path or args.roster or args.assignment:
+            if args.source or args.path or args.roster or args.assignment or args.replace:
                 parser().error("collect --undo takes no other argument (it undoes the last collection)")
             from .history import undo
 
@@ -238,21 +305,32 @@ def main(argv: list[str] | None = None) -> None:
         elif args.source is None or args.path is None:
             parser().error("collect: --from and PATH are required (or --undo)")
         else:
-            collect(args.source, args.path, roster=args.roster, assignment=args.assignment)
+            collect(args.source, args.path, roster=args.roster, assignment=args.assignment, replace=args.replace)
     elif args.command == "grade":
         from .grade import grade
 
-        grade(args.submissions.resolve() if args.submissions else None, students=args.student,
-              assignments=args.assignment, n_jobs=args.jobs, everything=args.everything)
+        if args.submissions:  # the steps stand apart: the command line composes them
+            from .collect import collect
+
+            collect("folder", args.submissions.resolve())
+        grade(None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
+              everything=args.everything)
     elif args.command == "export":
         from .export import Late, export
+        from .reviews import sync
 
-        export(args.to, args.template, args.output, Late.of(args.late_penalty, args.due), args.assignment,
-               new_columns=args.new_columns, rescale=not args.no_rescale)
+        sync()  # reviews entered since (review --apply, nbgrader's formgrader) reach grades.csv and the pages
+
+        export(args.to, args.template, args.output, Late.of(args.late_penalty, args.due, args.times), args.assignment,
+               new_columns=args.new_columns, rescale=not args.no_rescale,
+               overwrite_lms_edits=args.overwrite_lms_edits, force=args.force)
     elif args.command == "feedback":
         from .export import Late, pack_feedback
+        from .reviews import sync
 
-        pack_feedback(args.output, Late.of(args.late_penalty, args.due))
+        sync()
+
+        pack_feedback(args.output, Late.of(args.late_penalty, args.due, args.times), force=args.force)
     elif args.command == "review":
         from . import review
 
@@ -260,10 +338,6 @@ def main(argv: list[str] | None = None) -> None:
             review.apply(args.assignment, args.apply)
         else:
             review.write_sheet(args.assignment)
-    elif args.command == "status":
-        from .review import status
-
-        print(status())
     elif args.command == "book":
         from .book import book
 

@@ -16,12 +16,18 @@ regular expressions are in :mod:`pm_course.lms`). For each student and
 assignment the newest upload wins (the highest ``-N`` or ``(N)``, then the
 latest time in the zip); every other file is listed with the reason it was
 not used. A roster (``--roster``: the LMS's gradebook export or grading
-worksheet) gives a row to the students who submitted nothing.
+worksheet) gives a row to the students who submitted nothing, and Moodle's
+worksheet gives each submission's real time ("Last modified (submission)")
+and late status. A zip's entry dates are never taken as submission times
+(an LMS dates every entry when the zip is made): a Canvas download says only
+which work is late (its ``LATE_`` or ``late_`` mark).
 
 What was found goes to ``course/submitted/<student>/<assignment>/<notebook>.ipynb``
-(what nbgrader grades) and the manifest ``course/submissions.csv``; collecting
-an assignment again from the same LMS (or folders) replaces what the last
-collection found for it, and nothing else.
+(what nbgrader grades) and the manifest ``course/submissions.csv``. A
+collection adds: it replaces, per student, what it brings (each student
+replaced is printed), and the students not in it keep their work (a second
+section's download beside the first); ``--replace`` replaces everything
+collected for the assignment from that LMS (or folders).
 
 No mistake loses work: the whole zip is read (every CRC checked) and every
 notebook matched before anything changes. A damaged zip, one with no notebook
@@ -40,16 +46,15 @@ import logging
 import re
 import shutil
 import zipfile
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from . import history, lms, submissions
+from . import history, lms, state, submissions
 from .course import COURSE, CourseError, exercises_dir, expected_notebooks, source_notebook
 from .submissions import FAILED, GRADED, MISSING, Class, Entry
 
 SOURCES = ("folder", "canvas", "moodle")
-MANIFEST = COURSE / "submissions.csv"
-SOURCES_SEEN = COURSE / "collected-from.txt"  # the folders the grader hides from student code
+MANIFEST = submissions.MANIFEST_FILE  # the manifest, kept with the state (:mod:`pm_course.submissions`)
+SOURCES_SEEN = submissions.SOURCES_SEEN  # the folders the grader hides from student code
 MAX_BYTES = 50 * 2**20  # a notebook larger than this is listed, not read
 
 
@@ -161,8 +166,17 @@ def belongs_elsewhere(data: bytes | Path | None, assignment: str) -> str | None:
     return other if other not in (None, assignment) and len(ids & _source_ids()[other]) > mine else None
 
 
-def _when(member: zipfile.ZipInfo) -> str:
-    return datetime(*member.date_time).isoformat(sep=" ")
+def _refuse_anonymous(zip_path: Path) -> None:
+    """Refuse Canvas's download of an assignment graded anonymously: its file names say no student."""
+    anonymous = sorted(m.filename for m in safe_members(zip_path) if re.match(lms.CANVAS_ANONYMOUS, m.filename))
+    if anonymous:
+        raise CourseError(
+            f"{zip_path} is Canvas's download of an assignment graded anonymously ({len(anonymous)} file(s) named"
+            f" anon_<anonymous id>_..., e.g. {anonymous[0]}): it says no student's name or Canvas id, and no"
+            " gradebook export gives the anonymous ids, so no grade could reach the right student. Nothing was"
+            " collected. In Canvas, turn off 'Graders cannot view student names' in the assignment's settings"
+            " (or wait until its grades are posted), then Download Submissions again: that zip names each file"
+            " <name>_<user id>_<submission id>_..., which pm-course collect --from canvas reads.")
 
 
 def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str, str],
@@ -194,6 +208,8 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     plugin = _plugin(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME)
     found, candidates, foreign, others = Class(), {}, {}, {}
     contents = read_zip(zip_path) if contents is None else contents
+    if source == "canvas":
+        _refuse_anonymous(zip_path)
     for member in safe_members(zip_path):
         name = member.filename
         parsed = plugin.collect(name)
@@ -235,9 +251,11 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         options.sort(key=lambda o: o[0])
         key, member, parsed = options[-1]
         original = Path(parsed["file_id"]).name
+        # never the zip entry's date: an LMS dates every entry when the zip is made (Moodle's real time
+        # comes from its worksheet, :func:`_add_roster`; Canvas's download has none)
         entry = Entry(student, target, name=(parsed.get("full_name") or parsed.get("last_first") or "").strip(),
                       lms=source, lms_id=parsed["student_id"], late=bool(parsed.get("late")),
-                      submitted=_when(member), source=member.filename)
+                      source=member.filename)
         if original != expected[target]:
             entry.reason = f"graded {original} as {target}/{expected[target]}"
             found.warnings.append(f"{student}/{target}: grading {member.filename} as {target}/{expected[target]}")
@@ -250,7 +268,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
             display = (parsed.get("full_name") or parsed.get("last_first") or "").strip()
             found.entries.append(Entry(
                 student, target, status=FAILED, name=display, lms=source, lms_id=parsed["student_id"],
-                late=bool(parsed.get("late")), submitted=_when(member), source=member.filename,
+                late=bool(parsed.get("late")), source=member.filename,
                 reason=f"submitted {elsewhere}'s notebook ({Path(parsed['file_id']).name}), not {target}'s"))
     named = {e.assignment for e in found.entries}
     _other_files(found, others, assignment or (named.pop() if len(named) == 1 else None), ids, source)
@@ -272,7 +290,7 @@ def _other_files(found: Class, others: dict, assignment: str | None, ids: dict, 
         found.entries.append(Entry(ids.setdefault(lms_id, lms.student_id(display, lms_id)), assignment,
                                    status=MISSING, reason=f"submitted {names}, not a notebook",
                                    name=display.strip(), lms=source, lms_id=lms_id,
-                                   late=bool(parsed.get("late")), submitted=_when(member), source=member.filename))
+                                   late=bool(parsed.get("late")), source=member.filename))
 
 
 def _read_notebook(data: bytes | Path):
@@ -355,7 +373,8 @@ def _store(entry: Entry, data: bytes | Path, nb, dropped: list[str]) -> None:
         shutil.copy(data, dest / name)  # copied, never moved
 
 
-def collect(source: str, path: Path, roster: Path | None = None, assignment: str | None = None) -> list[Entry]:
+def collect(source: str, path: Path, roster: Path | None = None, assignment: str | None = None,
+            replace: bool = False) -> list[Entry]:
     """Collect submissions into the course folder; print what was used, renamed and left out.
 
     Parameters
@@ -369,6 +388,9 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
         students who submitted nothing get a row ("not submitted").
     assignment : str, optional
         The assignment a zip is for (a Canvas or Moodle download is one assignment's).
+    replace : bool
+        Replace everything collected before for the assignments covered (from the same LMS);
+        default: add, replacing per student (students not in this download keep their work).
 
     Returns
     -------
@@ -407,18 +429,24 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
                               f" {sorted(expected.values())}, or pass --assignment); nothing was changed")
         data = {k: contents[m.filename] for k, m in members.items()}
         unused = found.why_unused
-        _add_roster(found, people, covered, ids, source)
+        keep = set() if replace else {(e.student, e.assignment) for e in old if e.lms == source}
+        _add_roster(found, people, covered, ids, source, keep)
+        _no_one_shared(found, people, old, source, path)
     if source == "folder":
         _mark_foreign(found, path)
     ready = _prepare(found, data)
     _refuse_losing_work(found, ready, data, covered, old, path)
-    command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "")
+    command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "") \
+        + (" --replace" if replace else "")
     kept = history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
     for entry in found.entries:
         if (entry.student, entry.assignment) in ready:
             _store(entry, data[(entry.student, entry.assignment)], *ready[(entry.student, entry.assignment)])
     lms_name = "" if source == "folder" else source
-    replaced = [e for e in old if e.assignment in covered and e.lms == lms_name]
+    mine = {(e.student, e.assignment) for e in found.entries}
+    # a download adds: it replaces, per student, what it brings (--replace: all the assignment's collection)
+    replaced = [e for e in old if e.assignment in covered and e.lms == lms_name
+                and (replace or (e.student, e.assignment) in mine)]
     new = {(e.student, e.assignment) for e in found.entries if e.status == GRADED}
     for e in replaced + found.entries:  # what an earlier collection found for these assignments goes
         if (e.student, e.assignment) not in new:
@@ -426,31 +454,57 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     entries = [e for e in old if e not in replaced] + found.entries
     submissions.write_manifest(entries, MANIFEST)
     seen = set(SOURCES_SEEN.read_text().splitlines()) if SOURCES_SEEN.is_file() else set()
-    SOURCES_SEEN.write_text("".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
+    state.write_text(SOURCES_SEEN, "".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
     _report(found, unused, covered, source, path)
+    had = sorted(f"{e.student}/{e.assignment}" for e in replaced if e.status != MISSING)
+    if had:
+        print(f"Replaced what was collected before for {len(had)} student(s): {', '.join(had)}")
+    kept_students = sorted({e.student for e in old if e.assignment in covered and e not in replaced
+                            and e.status != MISSING})
+    if kept_students:
+        print(f"Kept as collected before (not in this download): {len(kept_students)} student(s)"
+              f" of {', '.join(sorted(covered))}")
     if any(kept.glob("submitted/*/*")):
         print(f"What was collected before for {', '.join(sorted(covered))} is kept in {kept}"
               " (pm-course collect --undo puts it back).")
     return entries
 
 
-def _add_roster(found: Class, people: list, covered: set, ids: dict, source: str) -> None:
-    """Give each roster student a row for each collected assignment they did not submit; note who is not on it."""
+def _no_one_shared(found: Class, people: list, old: list, source: str, path: Path) -> None:
+    """Say so when a download shares no student with its roster, or with what is collected from its LMS."""
+    ids = {e.lms_id for e in found.entries}
+    if people and ids and not ids & {p.lms_id for p in people}:
+        found.warnings.append(f"{path.name} shares no student with the roster: is it this course's download,"
+                              " and the roster this course's gradebook?")
+    before = {e.lms_id for e in old if e.lms == source and e.status != MISSING}
+    if before and ids and not ids & before:
+        found.warnings.append(f"{path.name} shares no student with what was collected from {source.title()}"
+                              " before (another section?): added beside it, nobody's work replaced")
+
+
+def _add_roster(found: Class, people: list, covered: set, ids: dict, source: str, keep: set = frozenset()) -> None:
+    """Give each roster student a row for each collected assignment they did not submit; note who is not on it.
+
+    A student of ``keep`` (collected before, from another section's download) keeps that row.
+    """
     have = {(e.lms_id, e.assignment) for e in found.entries}
     on_roster = {p.lms_id for p in people}
     for person in people:
         for a in sorted(covered):
-            if (person.lms_id, a) not in have:
+            if (person.lms_id, a) not in have and (ids[person.lms_id], a) not in keep:
                 found.entries.append(Entry(ids[person.lms_id], a, status=MISSING, name=person.name, lms=source,
                                            lms_id=person.lms_id, late=person.late, submitted=person.submitted))
         for e in found.entries:  # the worksheet's word on lateness and time, where the zip has none
-            if e.lms_id == person.lms_id and source == "moodle":
-                e.late = e.late or person.late
+            if e.lms_id == person.lms_id and source == "moodle":  # the real time, not the zip's
+                e.late, e.submitted = e.late or person.late, person.submitted
             if e.lms_id == person.lms_id:  # the roster's name ("Núñez, José"), not the zip's ("nunezjose")
                 e.name = person.name or e.name
     if people:
         for e in found.entries:
-            if e.lms_id not in on_roster:
+            if e.lms_id not in on_roster and lms.is_test_student(e.name or e.student.rsplit("_", 1)[0]):
+                found.warnings.append(f"{e.student}/{e.assignment}: Canvas's test student: collected, never graded"
+                                      " nor exported")
+            elif e.lms_id not in on_roster:
                 found.warnings.append(f"{e.student}/{e.assignment}: {source.title()} id {e.lms_id} is not on the"
                                       " roster (graded all the same)")
 

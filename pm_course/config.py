@@ -5,6 +5,7 @@ FILE``, which sets ``$PM_COURSE_CONFIG``); ``pm-course init`` writes a commented
 one. Every key is optional::
 
     timezone = "America/Chicago"            # due dates and the LMS's submission times are read in it
+    late_penalty = 10                       # percent of the score per day late (any part of a day counts)
     [assignments.01_copying]
     due = 2025-03-03T23:59:00
     canvas = "01_copying (4401)"            # the gradebook column this assignment fills
@@ -20,6 +21,7 @@ bad time zone is an error that names it and the file.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, tzinfo
@@ -28,7 +30,7 @@ from pathlib import Path
 from .course import ROOT, CourseError, assignment_names
 
 FILE_NAME = "course.toml"
-TOP_KEYS = ("timezone", "assignments", "extensions")
+TOP_KEYS = ("timezone", "late_penalty", "assignments", "extensions")
 ASSIGNMENT_KEYS = ("due", "canvas", "moodle")
 
 
@@ -53,6 +55,7 @@ class Course:
 
     source: Path | None = None
     timezone: tzinfo | None = None
+    late_penalty: float | None = None   # percent of the score per day late, for export and feedback alike
     assignments: dict[str, Assignment] = field(default_factory=dict)
     extensions: dict[str, dict[str, datetime]] = field(default_factory=dict)
 
@@ -73,6 +76,29 @@ class Course:
         if when.tzinfo is None and self.timezone is not None:
             return when.replace(tzinfo=self.timezone)
         return when
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(text: str) -> None:
+    """Print a warning of the course file on stderr, once per command."""
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(f"warning: {text}", file=sys.stderr)
+
+
+def _local_zone() -> str:
+    """The name of this machine's time zone (``$TZ``, ``/etc/timezone``, else its abbreviation)."""
+    if os.environ.get("TZ"):
+        return os.environ["TZ"]
+    for source in (Path("/etc/timezone"),):
+        if source.is_file() and source.read_text().strip():
+            return source.read_text().strip()
+    link = Path("/etc/localtime")
+    if link.is_symlink() and "zoneinfo/" in str(link.resolve()):
+        return str(link.resolve()).split("zoneinfo/", 1)[1]
+    return datetime.now().astimezone().tzname() or "UTC"
 
 
 def _timezone(value, where: str) -> tzinfo:
@@ -149,6 +175,15 @@ def load(file: Path | None = None) -> Course:
     config = Course(source=file)
     if "timezone" in data:
         config.timezone = _timezone(data["timezone"], str(file))
+    else:
+        _warn_once(f"{file}: no timezone: due dates and submission times are read in this machine's time zone,"
+                   f" {_local_zone()}; set timezone = \"America/Chicago\" (the course's own) to say which")
+    if "late_penalty" in data:
+        value = data["late_penalty"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+            raise CourseError(f"{file}: late_penalty = {value!r}: expected a percent of the score per day late,"
+                              " 0 to 100 (e.g. late_penalty = 10)")
+        config.late_penalty = float(value)
     assignments = data.get("assignments", {})
     if not isinstance(assignments, dict):
         raise CourseError(f"{file}: assignments must be tables ([assignments.<name>]), not {assignments!r}")
@@ -175,6 +210,16 @@ def load(file: Path | None = None) -> Course:
             raise CourseError(f"{where} must be a table of assignment = due date, not {table!r}")
         config.extensions[student] = {_assignment(a, where, known): parse_due(v, f"{where} {a}", config.timezone)
                                       for a, v in table.items()}
+        for a, own in config.extensions[student].items():
+            due = config.assignment(a).due
+            try:
+                earlier = due is not None and own < due
+            except TypeError:  # one with a UTC offset, the other without
+                earlier = due is not None and own.replace(tzinfo=None) < due.replace(tzinfo=None)
+            if earlier:
+                raise CourseError(f"{where}: {a} = {own:%Y-%m-%d %H:%M} is earlier than {a}'s due date"
+                                  f" ({due:%Y-%m-%d %H:%M}): an extension gives more time; fix the date, or remove"
+                                  " it")
     return config
 
 
@@ -185,8 +230,14 @@ def template(names: list[str] | None = None) -> str:
         "# The course file of pm-course: what the LMS cannot tell it. Every key is optional;",
         "# an unknown key or assignment is an error. (pm-course --help; guides/instructors.md: For instructors)",
         "",
-        "# Due dates and the LMS's submission times are read in this time zone (a tz database name).",
+        "# Due dates and the LMS's submission times are read in this time zone (a tz database name;",
+        "# without one, this machine's, with a warning).",
         '# timezone = "America/Chicago"',
+        "",
+        "# The late policy of export and feedback alike: percent of the score per day late, any part of a",
+        "# day counting as a day (--late-penalty overrides it for one run). For Canvas, prefer Canvas's own",
+        "# Late Policy (Gradebook settings): its download has no submission times (guides/instructors.md).",
+        "# late_penalty = 10",
         "",
         "# One table per assignment:",
         "#   due     the deadline late penalties count from (a TOML date-time; a date alone is 23:59:59)",

@@ -20,15 +20,19 @@ comma or semicolon separated and written back alike; a missing column or a bad
 row stops the export naming the file, the row and the column.
 
 A score is left empty where there is none (not submitted, could not be graded):
-the LMS keeps what it had. Late work is marked; a late penalty
-(``--late-penalty PERCENT_PER_DAY``, none by default) is applied to the score
-exported, counted from each assignment's own due date and each student's
-extension (:class:`Late`), and every penalty is printed and written beside the
-score, never applied silently.
+the LMS keeps what it had. Late work is marked; a late penalty (the course
+file's ``late_penalty``, or ``--late-penalty PERCENT_PER_DAY`` for one run;
+none by default) is applied to the score exported and stated on the feedback
+page alike, counted from each assignment's own due date and each student's
+extension and the LMS's real submission time (:class:`Late`), and every
+penalty is printed and written beside the score, never applied silently. A
+penalty that cannot be computed (a Canvas download has no submission times)
+is refused, naming the students.
 """
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 import shutil
@@ -38,13 +42,13 @@ from datetime import datetime
 from html import escape as html_escape
 from pathlib import Path
 
-from . import lms, submissions
-from .collect import MANIFEST
+from . import exported, fingerprints, lms, state, submissions
 from .config import Course
 from .config import load as load_config
 from .course import COURSE, CourseError, assignment_names, expected_notebooks, max_points
-from .feedback import is_test_student, remove_stale
-from .grade import grades
+from .feedback import CSP, is_test_student, remove_stale
+from .grades import GRADES, read_grades
+from .grades import entries as grades
 from .submissions import GRADED, MISSING
 
 EXPORT = COURSE / "export"
@@ -64,23 +68,69 @@ def submitted_at(text: str) -> datetime | None:
     return None
 
 
+LMS_NAMES = {"canvas": "Canvas", "moodle": "Moodle", "": "the folder"}
+CANVAS_LATE_POLICY = ("Canvas's own Late Policy (Gradebook > Settings > Late Policies) applies the penalty from the"
+                      " real submission times when the imported grades are saved")
+
+
+def read_times(path: Path) -> dict[tuple[str, str], datetime]:
+    """Real submission times from a CSV of ``student, assignment, submitted_at`` (``--times FILE``).
+
+    ``student`` is the course's id (``nunezjose_101``) or the LMS's (``101``); ``submitted_at`` an
+    ISO date and time (``2025-03-05 10:00``, read in the course's time zone unless it has an offset).
+
+    Raises
+    ------
+    CourseError
+        Naming the row and column of a missing column, an unknown assignment or a bad time.
+    """
+    table = lms.read_table(path)
+    need = ("student", "assignment", "submitted_at")
+    lacks = [c for c in need if c not in table.columns]
+    if lacks:
+        raise CourseError(f"{path}: no column(s) {', '.join(lacks)}: --times needs the columns {', '.join(need)}"
+                          f" (its columns are {table.columns[:6]})")
+    known = assignment_names()
+    times = {}
+    for i, row in enumerate(table.rows):
+        if row["assignment"].strip() not in known:
+            raise CourseError(f"{table.where(i, 'assignment')}: {row['assignment']!r} is not an assignment:"
+                              f" expected one of {', '.join(known)}")
+        try:
+            when = datetime.fromisoformat(row["submitted_at"].strip())
+        except ValueError:
+            raise CourseError(f"{table.where(i, 'submitted_at')}: {row['submitted_at']!r} is not a date and time"
+                              " like 2025-03-05 10:00") from None
+        times[(row["student"].strip(), row["assignment"].strip())] = when
+    return times
+
+
 @dataclass
 class Late:
     """The late policy: ``percent`` of the score per day late (None: no penalty).
 
-    Days late count from each assignment's own due date: ``dues`` (``--due
+    One policy for export and feedback alike: the course file's top-level
+    ``late_penalty`` (``--late-penalty`` overrides it for one run). Days late
+    count from each assignment's own due date: ``dues`` (``--due
     A=DATETIME``, for one run) or the course file's, and a student's extension
-    in the course file beats both. Naive times (the LMS's submission times, the
-    due dates) are read in the course file's time zone.
+    in the course file beats both; any part of a day counts as a day. The
+    submission time is the LMS's real one (Moodle's worksheet, or ``times``
+    from ``--times FILE``), never a zip entry's date. Work marked late with no
+    real time (a Canvas download) is marked late, and a penalty for it is
+    refused (:meth:`check`). Naive times are read in the course file's time zone.
     """
 
     percent: float | None = None
     dues: dict[str, datetime] = field(default_factory=dict)
     config: Course = field(default_factory=Course)
+    times: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    origin: str = "--late-penalty"
 
     @classmethod
-    def of(cls, percent: float | None = None, dues: list[tuple[str, datetime]] | None = None) -> Late:
-        """The policy of the command line (``--late-penalty``, ``--due A=DATETIME`` pairs) and the course file."""
+    def of(cls, percent: float | None = None, dues: list[tuple[str, datetime]] | None = None,
+           times: Path | None = None) -> Late:
+        """The policy of the command line (``--late-penalty``, ``--due A=DATETIME`` pairs, ``--times FILE``)
+        and the course file (``late_penalty``, due dates, extensions)."""
         config = load_config()
         known = assignment_names()
         given: dict[str, datetime] = {}
@@ -90,7 +140,10 @@ class Late:
             if name in given:
                 raise CourseError(f"--due {name}=... given twice")
             given[name] = config.localize(when)
-        return cls(percent, given, config)
+        origin = "--late-penalty"
+        if percent is None and config.late_penalty is not None:
+            percent, origin = config.late_penalty, f"late_penalty in {config.source.name}"
+        return cls(percent, given, config, read_times(times) if times else {}, origin)
 
     def due(self, entry) -> tuple[datetime | None, str]:
         """(due date, where it comes from) for one entry: the student's extension, ``--due``, the course file."""
@@ -101,46 +154,88 @@ class Late:
             return self.dues[entry.assignment], "--due"
         return self.config.due(entry.assignment)
 
-    def days(self, entry) -> tuple[int, str]:
-        """(days late, how they were counted) for one graded entry."""
+    def when(self, entry) -> datetime | None:
+        """The real submission time of an entry: ``--times``, else the LMS's (Moodle's worksheet); None if unknown."""
+        given = self.times.get((entry.student, entry.assignment)) or self.times.get((entry.lms_id, entry.assignment))
+        if given is None and entry.submitted:
+            given = submitted_at(entry.submitted)
+        return None if given is None else self.config.localize(given)
+
+    def days(self, entry) -> tuple[int | None, str]:
+        """(days late, how they were counted) for one graded entry; None days: late, but by how much is unknown."""
         due, _ = self.due(entry)
-        if due is not None:
-            when = submitted_at(entry.submitted) if entry.submitted else None
-            if when is not None:
-                when = self.config.localize(when)
-                if (when.tzinfo is None) != (due.tzinfo is None):  # one with an offset, no time zone for the other
-                    when = when.replace(tzinfo=due.tzinfo)
-                days = math.ceil((when - due).total_seconds() / 86400)
-                if days > 0:
-                    return days, f"submitted {when:%Y-%m-%d %H:%M}, due {due:%Y-%m-%d %H:%M}"
-                return 0, ""
-        if entry.late:
-            return 1, "marked late by the LMS, counted as 1 day"
-        return 0, ""
+        when = self.when(entry)
+        if due is not None and when is not None:
+            if (when.tzinfo is None) != (due.tzinfo is None):  # one with an offset, no time zone for the other
+                when = when.replace(tzinfo=due.tzinfo)
+            days = math.ceil((when - due).total_seconds() / 86400)
+            if days > 0:
+                return days, f"submitted {when:%Y-%m-%d %H:%M}, due {due:%Y-%m-%d %H:%M}"
+            return 0, ""
+        if not entry.late:
+            return 0, ""
+        where = LMS_NAMES.get(entry.lms, entry.lms)
+        if when is None:
+            return None, f"marked late by {where}, which gave no submission time"
+        return None, f"marked late by {where}; no due date for {entry.assignment}"
 
     def apply(self, entry) -> tuple[float | None, str]:
-        """(score after the penalty, a note saying what was done; "" when on time)."""
+        """(score after the penalty, a note saying what was done; "" when on time).
+
+        Late work whose days cannot be counted is never penalised here (:meth:`check` refuses a penalty for it).
+        """
         days, how = self.days(entry)
         if entry.score is None or days == 0:
             return entry.score, ""
+        if days is None:
+            return entry.score, f"late ({how}); no penalty applied here"
         if not self.percent:
-            return entry.score, f"late ({how}); no penalty"
+            return entry.score, f"late {days} day(s) ({how}); no penalty"
         cut = min(100.0, self.percent * days)
         final = round(entry.score * (1 - cut / 100), 2)
         return final, f"late {days} day(s), -{cut:g}%: {entry.score:g} -> {final:g} ({how})"
+
+    def check(self, entries) -> None:
+        """Refuse a penalty that cannot be computed; warn when most of an assignment's class would be late.
+
+        Raises
+        ------
+        CourseError
+            When a penalty is asked for and a graded entry is marked late without a real time or a due
+            date, naming each student and what to do (Canvas: its own Late Policy, or ``--times FILE``).
+        """
+        graded = [e for e in entries if e.status == GRADED]
+        unknown = [(e, self.days(e)[1]) for e in graded if self.days(e)[0] is None]
+        if self.percent and unknown:
+            canvas = any(e.lms == "canvas" and self.when(e) is None for e, _ in unknown)
+            names = "; ".join(f"{e.student}/{e.assignment} ({how})" for e, how in unknown[:8])
+            more = f" and {len(unknown) - 8} more" if len(unknown) > 8 else ""
+            advice = (f" {CANVAS_LATE_POLICY}: use it, and take late_penalty out of the course file (a second"
+                      " penalty here would double it); or give the real times with --times FILE (a CSV of student,"
+                      " assignment, submitted_at)." if canvas else
+                      " Set each assignment's due date ([assignments.<name>] due), or give the real times with"
+                      " --times FILE (a CSV of student, assignment, submitted_at).")
+            raise CourseError(f"cannot compute the late penalty ({self.percent:g}% per day, {self.origin}) for"
+                              f" {len(unknown)} late submission(s): {names}{more}.{advice} Nothing was written.")
+        for a in sorted({e.assignment for e in graded}):
+            mine = [e for e in graded if e.assignment == a]
+            late = [e for e in mine if self.days(e)[0] != 0]
+            if len(mine) >= 3 and 2 * len(late) > len(mine):
+                print(f"warning: {len(late)} of {len(mine)} graded submissions of {a} are late: check its due date"
+                      " and the course file's time zone before this reaches the class")
 
     def describe(self, entries) -> None:
         """Print the policy: the due date in force for each assignment exported, extensions, what has none."""
         names = sorted({e.assignment for e in entries})
         if self.percent is not None:
-            print(f"Late policy: -{self.percent:g}% of the score per day late.")
+            print(f"Late policy: -{self.percent:g}% of the score per day late ({self.origin}).")
         for a in names:
             due, where = (self.dues[a], "--due") if a in self.dues else self.config.due(a)
             if due is not None:
                 print(f"  {a}: due {due:%Y-%m-%d %H:%M %Z}".rstrip() + f" ({where})")
             elif any(e.late for e in entries if e.assignment == a):
                 print(f"  {a}: no due date (set due under [assignments.{a}] in the course file, or --due"
-                      f" {a}=DATETIME): work the LMS marked late counts as 1 day late")
+                      f" {a}=DATETIME): work the LMS marked late is marked late, with no penalty")
         students = {e.student for e in entries}
         for student, own in sorted(self.config.extensions.items()):
             for a, due in sorted(own.items()):
@@ -148,9 +243,23 @@ class Late:
                     print(f"  {student}: {a} due {due:%Y-%m-%d %H:%M} (extension)"
                           + ("" if student in students else ": no such student in grades.csv"))
 
+    def check_extensions(self, students: set[str]) -> None:
+        """Refuse an extension for a student who is not in the class (a mistyped id), naming it."""
+        if not students:
+            return
+        stray = sorted(set(self.config.extensions) - students)
+        if stray:
+            near = sorted(students)[:3]
+            raise CourseError(f"{self.config.source}: [extensions.{stray[0]}]: no student {stray[0]!r} in the class"
+                              f"{f' (nor {len(stray) - 1} more: ' + ', '.join(stray[1:]) + ')' if len(stray) > 1 else ''};"
+                              f" a student's id is as in course/grades.csv (e.g. {', '.join(near)}): fix the id,"
+                              " or the real student is penalised. Nothing was written.")
 
-def _points(x: float | None) -> str:
-    return "" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")
+
+def _points(x: float | None, delimiter: str = ",") -> str:
+    """Points as a gradebook writes them: ``5.5``; ``5,5`` in a semicolon-separated file (a comma locale)."""
+    text = "" if x is None else f"{x:.2f}".rstrip("0").rstrip(".")
+    return text.replace(".", ",") if delimiter == ";" else text
 
 
 def comment(entry, final: float | None, note: str) -> str:
@@ -172,31 +281,62 @@ def comment(entry, final: float | None, note: str) -> str:
         if why.startswith("not a notebook"):
             why = f"the file submitted as {notebook} is not a notebook Jupyter can open"
         return f"{entry.assignment}: your notebook could not be graded automatically ({why}); your instructor will look at it."
-    text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points, graded automatically"
+    waiting = int(entry.awaiting_review or 0)
+    how = ("graded automatically" if not entry.written_max else
+           f"graded automatically; {waiting} written answer(s) await your instructor's review" if waiting else
+           "graded automatically, written answers reviewed by your instructor")
+    text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points, {how}"
     if note:
         days = re.search(r"late (\d+) day", note)
         late = "submitted late" + (f" ({days.group(1)} day{'s' if days.group(1) != '1' else ''})" if days else "")
         if final is not None and entry.score is not None and final < entry.score:
             text += f"; {late}: the late penalty leaves {final:g} of {entry.max_score:g} points"
+        elif note.endswith("no penalty applied here"):  # the LMS's own late policy may apply
+            text += f"; {late}"
         else:
             text += f"; {late}, no penalty"
     return text + ". The feedback page shows each check and why any point was lost."
 
 
-def _by_lms_id(kind: str) -> dict[tuple[str, str], object]:
-    return {(e.lms_id, e.assignment): e for e in grades() if e.lms == kind and e.lms_id}
+def _by_lms_id(kind: str, entries=None) -> dict[tuple[str, str], object]:
+    return {(e.lms_id, e.assignment): e for e in (grades() if entries is None else entries)
+            if e.lms == kind and e.lms_id}
+
+
+def fresh(entries, force: bool, what: str) -> list:
+    """``entries`` checked against the course folder's fingerprints (:func:`pm_course.fingerprints.stale`).
+
+    Raises
+    ------
+    CourseError
+        When a row would be written from stale state, naming each student and why (unless ``force``:
+        then those rows are left out, as not graded yet, and listed).
+    """
+    manifest = {(e.student, e.assignment): e for e in submissions.read_manifest(submissions.MANIFEST_FILE)}
+    found = fingerprints.stale(read_grades(GRADES), manifest)
+    out = [e for e in entries if (e.student, e.assignment) in found]
+    if not out:
+        return entries
+    listing = "; ".join(f"{e.student}/{e.assignment} ({found[(e.student, e.assignment)]})" for e in out)
+    if not force:
+        raise CourseError(f"{what} refused: {len(out)} row(s) would be written from out-of-date state: {listing}."
+                          " Run pm-course grade (pm-course status lists what is out of date), or pass --force to"
+                          f" write the rest without them. Nothing was written.")
+    print(f"Left out (out of date; --force): {listing}")
+    for e in out:
+        e.status, e.score = submissions.NOT_YET, None
+    return entries
 
 
 def _write(out: Path, columns: list[str], rows: list[dict], encoding: str, template: Path | None = None,
            delimiter: str = ",") -> Path:
     if template is not None and out.resolve() == template.resolve():
         raise CourseError(f"-o {out} is the template itself: write the import to another file")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding=encoding) as f:
-        writer = csv.DictWriter(f, columns, extrasaction="ignore", delimiter=delimiter)
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, columns, extrasaction="ignore", delimiter=delimiter)
+    writer.writeheader()
+    writer.writerows(rows)
+    return state.write_text(out, buffer.getvalue(), encoding)
 
 
 def _number(text: str) -> float | None:
@@ -284,25 +424,28 @@ def _scales(table: lms.Table, header: dict[str, str], rescale: bool) -> dict[str
     return scales
 
 
-def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = False, rescale: bool = True) -> Path:
+def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = False, rescale: bool = True,
+              overwrite_lms_edits: bool = False, entries=None) -> Path:
     """Canvas's gradebook import from its exported gradebook ``template``; the file written."""
     table = lms.read_table(template)
     if lms.kind(table.columns, template) != "canvas":
         raise CourseError(f"{template}: a Moodle worksheet, not a Canvas gradebook: use --to moodle")
-    scores = _by_lms_id("canvas")
+    scores = _by_lms_id("canvas", entries)
     if not scores:
         raise CourseError("nothing collected from Canvas is in grades.csv: pm-course collect --from canvas ZIP"
                           " --roster GRADEBOOK, then pm-course grade, before exporting to Canvas")
+    late.check(scores.values())
     names = sorted({a for _, a in scores})
     header = canvas_columns(table, names, late.config, new_columns)
     scales = _scales(table, header, rescale)
     ids = [c for c in table.columns if c in lms.CANVAS_IDS]
+    guard = exported.Guard("canvas", overwrite_lms_edits)
     out_rows, roster, tests = [], set(), []
     for i, row in enumerate(table.rows):
         if lms.POINTS_POSSIBLE in row["Student"]:
             out_rows.append({"Student": row["Student"], **{c: row.get(c, "") for c in ids if c != "Student"},
-                             **{header[a]: (row.get(header[a]) or "").strip() or _points(max_points(a) * scales[a])
-                                for a in names}})
+                             **{header[a]: (row.get(header[a]) or "").strip()
+                                or _points(max_points(a) * scales[a], table.delimiter) for a in names}})
             continue
         if lms.is_test_student(row["Student"]):
             tests.append(f"{row['Student']} ({row['ID']})")
@@ -317,12 +460,15 @@ def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = 
         for a in names:
             entry = scores.get((row["ID"].strip(), a))
             final, note = late.apply(entry) if entry is not None and entry.status == GRADED else (None, "")
-            new[header[a]] = _points(None if final is None else final * scales[a])
+            ours = _points(None if final is None else final * scales[a], table.delimiter)
+            new[header[a]] = guard.cell(f"{row['ID'].strip()}|{header[a]}", f"{row['Student']} ({row['ID']})"
+                                        f" {header[a]}", row.get(header[a], ""), ours)
             if note:
                 print(f"  {row['Student']} ({row['ID']}) {a}: {note}")
         out_rows.append(new)
     columns = ids + [header[a] for a in names]
     out = _write(out or EXPORT / "canvas-grades.csv", columns, out_rows, table.encoding, template, table.delimiter)
+    guard.save()
     _unmatched(scores, roster, "gradebook")
     if tests:
         print(f"  left out: Canvas's test student {', '.join(tests)}")
@@ -377,15 +523,18 @@ def _moodle_assignment(template: Path, given: str | None, scores: dict, config: 
                       " course file")
 
 
-def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | None = None, rescale: bool = True) -> Path:
+def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | None = None, rescale: bool = True,
+              overwrite_lms_edits: bool = False, entries=None) -> Path:
     """The Moodle grading worksheet ``template`` with Grade and Feedback comments filled in; the file written."""
     table = lms.read_table(template)
     columns, rows = table.columns, table.rows
     if lms.kind(columns, template) != "moodle":
         raise CourseError(f"{template}: a Canvas gradebook, not a Moodle worksheet: use --to canvas")
-    scores = _by_lms_id("moodle")
+    scores = _by_lms_id("moodle", entries)
     assignment = _moodle_assignment(template, assignment, scores, late.config)
+    late.check([e for (_, a), e in scores.items() if a == assignment])
     ours = max_points(assignment)
+    guard = exported.Guard("moodle", overwrite_lms_edits)
     told = set()
     for i, row in enumerate(rows):
         participant = lms.moodle_participant(row[lms.MOODLE_ID])
@@ -398,12 +547,16 @@ def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | No
         final, note = late.apply(entry) if entry.status == GRADED else (None, "")
         scale = _scale(table, i, ours, rescale, told)
         if final is not None:
-            row["Grade"] = f"{final * scale:.2f}"
+            value = f"{final * scale:.2f}"
+            row["Grade"] = guard.cell(f"{participant}|{assignment}", f"{row['Full name']} ({row[lms.MOODLE_ID]})",
+                                      row.get("Grade", ""), value.replace(".", ",") if table.delimiter == ";"
+                                      else value)
         if note:
             print(f"  {row['Full name']} ({row[lms.MOODLE_ID]}): {note}")
         if "Feedback comments" in columns:
             row["Feedback comments"] = comment(entry, final, note)
     out = _write(out or EXPORT / f"moodle-{assignment}.csv", columns, rows, table.encoding, template, table.delimiter)
+    guard.save()
     _unmatched({k: v for k, v in scores.items() if k[1] == assignment},
                {lms.moodle_participant(r[lms.MOODLE_ID]) for r in rows}, "worksheet")
     print(f"Moodle grading worksheet for {assignment}: {out} ({len(rows)} rows); upload it in the assignment:"
@@ -431,10 +584,12 @@ def _scale(table: lms.Table, i: int, ours: float, rescale: bool, told: set) -> f
     return theirs / ours
 
 
-def to_csv(out: Path | None, late: Late) -> Path:
+def to_csv(out: Path | None, late: Late, entries=None) -> Path:
     """grades.csv with the late policy's columns (days late, penalty, final score)."""
     rows = []
-    for e in sorted(grades(), key=lambda e: (e.student, e.assignment)):
+    entries = grades() if entries is None else entries
+    late.check(entries)
+    for e in sorted(entries, key=lambda e: (e.student, e.assignment)):
         final, note = late.apply(e) if e.status == GRADED else (None, "")
         rows.append({"student_id": e.student, "assignment": e.assignment, "status": e.status, "reason": e.reason,
                      "score": _points(e.score), "max_score": _points(e.max_score), "late": "late" if e.late else "",
@@ -445,7 +600,8 @@ def to_csv(out: Path | None, late: Late) -> Path:
 
 
 def export(to: str, template: Path | None = None, out: Path | None = None, late: Late | None = None,
-           assignment: str | None = None, new_columns: bool = False, rescale: bool = True) -> Path:
+           assignment: str | None = None, new_columns: bool = False, rescale: bool = True,
+           overwrite_lms_edits: bool = False, force: bool = False) -> Path:
     """Write the grades as ``to`` ("canvas", "moodle" or "csv") takes them; the file written.
 
     Parameters
@@ -464,6 +620,11 @@ def export(to: str, template: Path | None = None, out: Path | None = None, late:
         Canvas: an assignment with no gradebook column gets a new one (else refused).
     rescale : bool
         Rescale scores to the LMS's points where they differ (else refused).
+    overwrite_lms_edits : bool
+        Replace a gradebook value changed in the LMS since pm-course's last export (default: kept, listed);
+        a value that is not a number (``EX``) is kept all the same.
+    force : bool
+        Write the rows that are up to date when some are not (else refused, naming them).
     """
     late = late or Late.of()
     if to not in TARGETS:
@@ -471,12 +632,15 @@ def export(to: str, template: Path | None = None, out: Path | None = None, late:
     if to != "csv" and template is None:
         what = "gradebook export (Grades > Export)" if to == "canvas" else "grading worksheet (Download grading worksheet)"
         raise CourseError(f"--to {to} needs the LMS's own {what} as the template")
-    late.describe([e for e in grades() if e.status == GRADED])
+    entries = grades()
+    late.check_extensions({e.student for e in entries})
+    entries = fresh([e for e in entries if to == "csv" or e.lms == to], force, "export")
+    late.describe([e for e in entries if e.status == GRADED])
     if to == "csv":
-        return to_csv(out, late)
+        return to_csv(out, late, entries)
     if to == "canvas":
-        return to_canvas(template, out, late, new_columns, rescale)
-    return to_moodle(template, out, late, assignment, rescale)
+        return to_canvas(template, out, late, new_columns, rescale, overwrite_lms_edits, entries)
+    return to_moodle(template, out, late, assignment, rescale, overwrite_lms_edits, entries)
 
 
 # --- feedback -------------------------------------------------------------------
@@ -505,21 +669,20 @@ def with_summary(page: str, text: str) -> str:
 
 def notice_page(entry, text: str) -> str:
     """A short self-contained page for a submission with nothing graded (a PDF in place of the notebook)."""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html_escape(entry.assignment)}'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{CSP}<title>{html_escape(entry.assignment)}'
             f"</title></head><body>{SUMMARY.format(html_escape(text))}</body></html>\n")
 
 
 def _write_zip(path: Path, files: list[tuple[str, str]]) -> None:
     """Write a zip whole, then put it in place: an interrupted run leaves the old zip, never half a new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(path.name + ".part")
-    with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in files:
             z.writestr(name, text)
-    part.replace(path)
+    state.write_bytes(path, buffer.getvalue())
 
 
-def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Path]:
+def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool = False) -> list[Path]:
     """Pack each student's feedback page as their LMS takes it back; the zips written.
 
     - Canvas: ``feedback-canvas-<assignment>.zip``, for the assignment's
@@ -540,14 +703,15 @@ def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Pat
     """
     late = late or Late.of()
     out = out or EXPORT
-    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(MANIFEST)}
+    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(submissions.MANIFEST_FILE)}
     entries = grades()
-    for e in entries:  # collected again since grading: the manifest says what the student's work is now
+    late.check_extensions({e.student for e in entries})
+    entries = fresh(entries, force, "feedback")  # no page of work since collected again, undone or changed
+    for e in entries:  # what the manifest says of the student's work now (not submitted, could not be graded)
         now = collected.get((e.student, e.assignment))
-        if now is not None and now.status != GRADED:
+        if now is not None and now.status != GRADED and e.status == GRADED:
             e.status, e.reason = now.status, now.reason
-        elif now is not None and e.status == GRADED and now.submitted != e.submitted:
-            e.status = "not graded yet"  # new work: its page comes with its grading
+    late.check(entries)
     removed = remove_stale(entries)
     sources = {key: e.source for key, e in collected.items()}
     made, missing, skipped, zips = [], [], [], {}
@@ -563,7 +727,8 @@ def pack_feedback(out: Path | None = None, late: Late | None = None) -> list[Pat
                 continue
             final, note = late.apply(e)
             text = with_summary(page.read_text(encoding="utf-8"), comment(e, final, note))
-        elif src:  # something was handed in, and nothing graded: say why
+        elif src and e.status in (MISSING, submissions.FAILED):  # handed in, nothing graded: say why
+            # (not "not graded yet" nor a machine error: those are the instructor's to fix, never a page)
             text = notice_page(e, comment(e, None, ""))
         else:
             continue

@@ -51,6 +51,53 @@ from .isolate import MARK as GRADER_MARK  # ends each line the grader adds to a 
 from .isolate import judged
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
+# a page runs nothing and loads nothing: its styles are inline, its images data: URLs
+CSP = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; script-src \'none\';'
+       ' style-src \'unsafe-inline\'; img-src data:; font-src data:">')
+MATHML_TAGS = {"math", "semantics", "annotation", "mrow", "mi", "mo", "mn", "ms", "mtext", "msup", "msub",
+               "msubsup", "mfrac", "msqrt", "mroot", "mover", "munder", "munderover", "mtable", "mtr", "mtd",
+               "mspace", "mstyle", "mpadded", "mphantom", "menclose", "mfenced"}
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5", "h6",
+             "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table", "tbody",
+             "td", "th", "thead", "tr", "u", "ul", "dl", "dt", "dd", "details", "summary", "figure", "figcaption",
+             "caption", "colgroup", "col"} | MATHML_TAGS
+SAFE_ATTRIBUTES = {"*": ["class", "title", "id", "lang", "dir", "display", "xmlns", "mathvariant", "stretchy",
+                         "fence", "separator", "accent", "columnalign", "encoding", "width", "height", "align",
+                         "colspan", "rowspan"],
+                   "a": ["href", "title"], "img": ["src", "alt", "width", "height"]}
+
+
+def sanitize(fragment: str) -> str:
+    """Student HTML made inert with bleach (nbconvert's own sanitiser): no script, no event handler, no
+    ``javascript:`` link; text, tables, images (``data:`` URLs) and MathML kept."""
+    import bleach
+
+    return bleach.clean(fragment, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
+                        protocols=["http", "https", "mailto", "data"], strip=True, strip_comments=True)
+
+
+def without_paths(page: str) -> str:
+    """A page with the paths of the instructor's machine (checkout, course folder, Python) taken out."""
+    import sys
+    from pathlib import Path
+
+    from .course import COURSE, ROOT, exercises_dir
+
+    for path, name in sorted(((str(p), n) for p, n in ((COURSE, "course"), (exercises_dir(), "exercises"),
+                                                         (ROOT, "."), (Path(sys.prefix), "python"),
+                                                         (Path(sys.base_prefix), "python"),
+                                                         (Path.home(), "~"))), key=lambda pn: -len(pn[0])):
+        if len(path) > 1:
+            page = page.replace(path, name)
+    return re.sub(r"/tmp/[\w.-]+/", "/tmp/…/", page)
+
+
+def inert(page: str) -> str:
+    """A page that can run nothing: the Content-Security-Policy first in its head; no instructor path."""
+    page = without_paths(page)
+    if CSP not in page:
+        page = re.sub(r"<head([^>]*)>", lambda m: f"<head{m.group(1)}>\n{CSP}", page, count=1)
+    return page
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")  # IPython 8/9: one per frame in a cell
 SECRET_MIN = 12  # shorter hidden lines (``else:``, ``)``) are no secret, and would match anything
@@ -421,6 +468,10 @@ class FeedbackExporter(HTMLExporter):
         if not self.mathml:
             return super().markdown2html(context, source)
         cell = context.get("cell", {})
+        # any markdown cell of a student's notebook may be the student's: its raw HTML sanitised once rendered
+        return sanitize(self._markdown(cell, context, source))
+
+    def _markdown(self, cell, context, source):
         renderer = MathMLRenderer(
             escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
             path=context.get("resources", {}).get("metadata", {}).get("path", ""),
@@ -441,6 +492,7 @@ class FeedbackExporter(HTMLExporter):
         from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
         given = dict(resources or {})
+        nb = _inert_outputs(nb)
         try:  # HTMLExporter.from_notebook_node up to the second pass
             info = nb.metadata.get("language_info", {})
             self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(
@@ -449,8 +501,29 @@ class FeedbackExporter(HTMLExporter):
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
         except (AttributeError, TypeError):  # an nbconvert whose exporter is built differently
-            return super().from_notebook_node(nb, given, **kw)
+            page, resources = super().from_notebook_node(nb, given, **kw)
+            return inert(page), resources
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
         if NEEDS_PASS.search(page):
-            return super().from_notebook_node(nb, given, **kw)
-        return page, resources
+            page, resources = super().from_notebook_node(nb, given, **kw)
+        return inert(page), resources
+
+
+def _inert_outputs(nb):
+    """A copy of ``nb`` whose outputs cannot run anything: HTML sanitised, SVG and JavaScript shown as text."""
+    import copy
+
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data")
+            if not data:
+                continue
+            for kind in [k for k in data if "javascript" in k or k in ("image/svg+xml", "text/markdown")
+                         or k.startswith("application/vnd.")]:
+                text = data.pop(kind)
+                data.setdefault("text/plain", text if isinstance(text, str) else str(text))
+            if "text/html" in data:
+                html_text = data["text/html"]
+                data["text/html"] = sanitize("".join(html_text) if isinstance(html_text, list) else html_text)
+    return nb

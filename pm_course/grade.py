@@ -27,11 +27,12 @@ import sys
 from pathlib import Path
 
 from . import assignments as assignments_mod
-from . import collect as collect_mod
-from . import feedback, hidden, lms
+from . import feedback, hidden, lms, reviews
 from . import submissions as submissions_mod
+from . import grades as grades_mod
 from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
 from .repair import drop_duplicate_cells
+from .state import write_text
 from .course import (COURSE, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
                      worker_start)
 
@@ -68,13 +69,42 @@ def _why(log: str) -> str:
     return "; ".join(parts)[:400] if parts else "nbgrader could not grade it (see course/nbgrader.log)"
 
 
+# the machine's faults, not the student's: a full disk, a database error, a sandbox or kernel that did not start
+MACHINE_FAULT = re.compile(r"No space left on device|Errno 28\b|Disk quota exceeded|database or disk is full|"
+                           r"disk I/O error|database is locked|sqlite3\.OperationalError|Read-only file system|"
+                           r"Kernel didn't respond|Failed to start the kernel|bwrap: ")
+
+
+def machine_fault(log: str) -> str | None:
+    """The line of ``log`` that shows a machine fault (None when the failure is the notebook's own)."""
+    found = MACHINE_FAULT.search(log)
+    if found is None:
+        return None
+    line = log[log.rfind("\n", 0, found.start()) + 1: log.find("\n", found.end()) % (len(log) + 1) or None]
+    return line.strip()[:200] or found.group(0)
+
+
 def _autograde(entry) -> tuple[str, str, str]:
-    """Grade one student's notebook: (status, reason, log). Runs in a worker process when JOBS > 1."""
+    """Grade one student's notebook: (status, reason, log). Runs in a worker process when JOBS > 1.
+
+    A fault of the machine (:func:`machine_fault`, or any error raised here) is the machine's:
+    status :data:`pm_course.submissions.MACHINE`, retried by the next ``grade``, never on a student's page.
+    """
+    try:
+        return _autograde_one(entry)
+    except Exception as err:  # noqa: BLE001 -- the grader's own error, whatever it is, is not the student's
+        return submissions_mod.MACHINE, f"machine error: {type(err).__name__}: {err}"[:300], f"{err!r}"
+
+
+def _autograde_one(entry) -> tuple[str, str, str]:
     probes = COURSE / "probes" / entry.student / entry.assignment
     shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
     result = api().autograde(entry.assignment, entry.student, force=True, create=True)
     log = f"$ nbgrader autograde {entry.assignment} {entry.student}\n" + result.get("log", "") + result.get("error", "")
     failure, reason = _repaired(entry)
+    fault = machine_fault(log)
+    if fault:
+        return submissions_mod.MACHINE, f"machine error: {fault}", log
     if not result["success"]:
         return submissions_mod.FAILED, failure or _why(log), log
     entry.reason = reason
@@ -84,6 +114,9 @@ def _autograde(entry) -> tuple[str, str, str]:
     # the feedback is made here too, after the scores are final, so that it runs JOBS at a time
     made = api().generate_feedback(entry.assignment, entry.student, force=True)
     log += made.get("log", "") + made.get("error", "")
+    fault = machine_fault(made.get("log", "") + made.get("error", ""))
+    if fault or not made.get("success", True):
+        return submissions_mod.MACHINE, f"machine error: {fault or 'the feedback page could not be made'}", log
     return entry.status, entry.reason, log
 
 
@@ -137,49 +170,98 @@ def _progress(total: int):
                 mininterval=0.5, smoothing=0.1)
 
 
-def _autograde_all(todo, n_jobs: int) -> None:
+def _autograde_all(todo, n_jobs: int) -> bool:
     """Grade ``todo``, ``n_jobs`` at a time; each notebook in its own kernel and sandbox.
 
     Workers share nbgrader's SQLite gradebook: SQLite serialises their writes
     (each autograde is a few short transactions), and the log is written here,
     in submission order, so the result is the same for any JOBS. A failure is
-    printed as soon as its notebook is done.
+    printed as soon as its notebook is done. Ctrl-C stops grading: the notebooks
+    graded are kept, the others are "not graded yet"; returns whether it was interrupted.
     """
-    import concurrent.futures
-    import multiprocessing
-
     for assignment in sorted({e.assignment for e in todo}):
         hidden.reference(assignment)  # once, here: forked workers inherit it
     n = min(n_jobs, len(todo))
     results: dict[int, tuple[str, str, str]] = {}
     bar = _progress(len(todo))
 
+    stop: list[bool] = []
+
     def done(i, result):
+        if stop:  # finished after Ctrl-C: it may have been disturbed, so it is graded again next time
+            bar.update()
+            return
         results[i] = result
         if result[0] == submissions_mod.FAILED:
             bar.write(f"  {todo[i].student}/{todo[i].assignment}: could not be graded: {result[1]}", file=sys.stdout)
+        elif result[0] == submissions_mod.MACHINE:
+            bar.write(f"  {todo[i].student}/{todo[i].assignment}: not graded ({result[1]})", file=sys.stdout)
         bar.update()
 
-    with bar:
-        if n <= 1:
-            for i, entry in enumerate(todo):
-                done(i, _autograde(entry))
-        else:
-            import nbgrader.apps  # noqa: F401 -- imported once, here, rather than in every worker
+    def on_ctrl_c(signum, frame):
+        if stop:  # a second Ctrl-C: stop at once
+            raise KeyboardInterrupt
+        stop.append(True)
+        bar.write("Ctrl-C: stopping after the notebook(s) being graded; those graded are kept (Ctrl-C again to"
+                  " stop at once).", file=sys.stderr)
 
-            # the longest notebooks first, so that no worker is left with one at the end (the
-            # instructor's notebook, with its outputs, is larger where there is more to run)
-            cost = {a: source_notebook(a).stat().st_size for a in expected_notebooks()}
-            order = sorted(range(len(todo)), key=lambda i: -cost[todo[i].assignment])
-            context = multiprocessing.get_context("fork")  # the workers inherit the loaded modules
-            with concurrent.futures.ProcessPoolExecutor(n, mp_context=context, initializer=worker_start) as pool:
-                futures = {pool.submit(_autograde, todo[i]): i for i in order}
-                for future in concurrent.futures.as_completed(futures):
-                    done(futures[future], future.result())
+    import signal
+
+    interrupted = False
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        _run_all(todo, n, done, stop)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    bar.close()
+    if interrupted or stop:  # Ctrl-C: what was graded is kept, the rest is graded by the next run
+        interrupted = True
+        print(f"Interrupted: {len(results)} of {len(todo)} notebook(s) graded; the rest are not graded yet"
+              " (pm-course grade grades them).", file=sys.stderr)
     with (COURSE / "nbgrader.log").open("a") as f:
         for i, entry in enumerate(todo):
-            entry.status, entry.reason, log = results[i]
+            entry.status, entry.reason, log = results.get(i, (submissions_mod.NOT_YET, "grading was interrupted", ""))
             f.write(log + "\n")
+    return interrupted
+
+
+def _run_all(todo, n: int, done, stop: list) -> None:
+    """Grade ``todo`` in ``n`` worker processes (here when ``n`` is 1), calling ``done(i, result)`` as each ends;
+    no notebook is started once ``stop`` is not empty (Ctrl-C)."""
+    import concurrent.futures
+    import multiprocessing
+
+    if n <= 1:
+        for i, entry in enumerate(todo):
+            if stop:
+                return
+            done(i, _autograde(entry))
+        return
+    import nbgrader.apps  # noqa: F401 -- imported once, here, rather than in every worker
+
+    # the longest notebooks first, so that no worker is left with one at the end (the
+    # instructor's notebook, with its outputs, is larger where there is more to run)
+    cost = {a: source_notebook(a).stat().st_size for a in expected_notebooks()}
+    order = sorted(range(len(todo)), key=lambda i: -cost[todo[i].assignment])
+    context = multiprocessing.get_context("fork")  # the workers inherit the loaded modules
+    pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=context, initializer=worker_start)
+    try:
+        futures = {pool.submit(_autograde, todo[i]): i for i in order}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                result = future.result()
+            except concurrent.futures.process.BrokenProcessPool as err:
+                result = (submissions_mod.MACHINE, f"machine error: a grading worker died ({err})", "")
+            done(futures[future], result)
+            if stop:
+                for other in futures:
+                    other.cancel()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _zero_cells(entry, wrong: dict[str, list[str]]) -> str:
@@ -201,7 +283,7 @@ def _zero_cells(entry, wrong: dict[str, list[str]]) -> str:
 
 def _hide_sources() -> None:
     """Every folder submissions were collected from is hidden from student code, like the course folder."""
-    seen = collect_mod.SOURCES_SEEN.read_text().split() if collect_mod.SOURCES_SEEN.is_file() else []
+    seen = submissions_mod.SOURCES_SEEN.read_text().split() if submissions_mod.SOURCES_SEEN.is_file() else []
     given = os.environ.get("PM_SUBMISSIONS", "")
     os.environ["PM_SUBMISSIONS"] = os.pathsep.join(p for p in [given, *seen] if p)
 
@@ -264,14 +346,14 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     n = jobs(n_jobs)
     print(f"Grading {n} notebook(s) at a time (JOBS).")
     if submissions is not None:
-        collect_mod.collect("folder", submissions)
-    entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
+        raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
+    entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
     tests = sorted({e.student for e in entries if lms.is_test_student(e.name or e.student.rsplit("_", 1)[0])})
     if tests:  # Canvas's test student: never graded, never in grades.csv, never exported
         print(f"Not graded: Canvas's test student ({', '.join(tests)}).")
         entries = [e for e in entries if e.student not in tests]
     if not entries:
-        raise CourseError(f"nothing collected yet ({collect_mod.MANIFEST} is missing): run pm-course collect first,"
+        raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course collect first,"
                           " or pass the submissions folder to grade")
     _hide_sources()
     changed = assignments_mod.stale()
@@ -296,13 +378,17 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         chosen = [e for e in chosen if id(e) not in skip]
         regrade -= {(e.student, e.assignment) for e in same}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
-    _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
+    interrupted = _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
     _keep_reviews(todo)
     _read_scores(chosen)
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
-    hashes.update({f"{e.student}/{e.assignment}": {"submission": _digest(e), "source": sources[e.assignment]}
-                   for e in todo})
-    GRADED_HASHES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
+    for e in todo:  # what was not graded has no fingerprint: the next grade grades it
+        key = f"{e.student}/{e.assignment}"
+        if e in unfinished:
+            hashes.pop(key, None)
+        else:
+            hashes[key] = {"submission": _digest(e), "source": sources[e.assignment]}
     _explain_lost_points(chosen)
     rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
             **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},
@@ -312,6 +398,8 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
                         else {**_row(e), "status": "not graded yet", "score": ""})
     _written_totals(rows)
     write_grades(rows, GRADES)
+    write_text(GRADED_HASHES, json.dumps(hashes, indent=1, sort_keys=True) + "\n")  # after grades.csv: a
+    # failure between the two leaves notebooks to regrade, never a row claimed graded that is not
     _say_what_changed(before, rows, regrade)
     everyone = [_entry(r) for r in rows.values()]
     feedback.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
@@ -332,20 +420,26 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
               " them again).")
     print(f"Grades:   {GRADES} (one row per student and assignment, with a status)")
     print(f"Feedback: {COURSE / 'feedback'}")
+    faults = [e for e in unfinished if e.status == submissions_mod.MACHINE]
+    if faults:
+        raise CourseError(f"{len(faults)} notebook(s) not graded because of the machine, not the student: "
+                          + "; ".join(f"{e.student}/{e.assignment} ({e.reason})" for e in faults[:5])
+                          + (f" and {len(faults) - 5} more" if len(faults) > 5 else "")
+                          + ". Fix it (free some disk space, ...) and run pm-course grade again: they are graded"
+                          " then; no student page shows this.")
+    if interrupted:
+        raise CourseError(f"Interrupted: {len(todo) - len(unfinished)} notebook(s) graded and kept,"
+                          f" {len(unfinished)} not graded yet: run pm-course grade to grade them.")
 
 
 def _keep_reviews(todo) -> None:
     """Written answers: a review stands while its answer is unchanged; a changed answer awaits review again."""
-    from . import review
-
-    review.after_grading(todo)
+    reviews.after_grading(todo)
 
 
 def _written_totals(rows: dict) -> None:
     """grades.csv's written-answer columns (and scores) from the gradebook, formgrader reviews included."""
-    from . import review
-
-    review.annotate(rows)
+    reviews.annotate(rows)
     waiting = sum(int(r.get("awaiting_review") or 0) for r in rows.values())
     if waiting:
         print(f"Written answers awaiting review: {waiting} (pm-course status; pm-course review ASSIGNMENT)")
@@ -392,12 +486,9 @@ def _entry(row: dict):
 
 def grades() -> list:
     """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
-    if not GRADES.is_file():
-        raise CourseError(f"no grades yet ({GRADES} is missing): run pm-course grade first")
-    from . import review
-
-    review.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
-    return [e for e in map(_entry, read_grades(GRADES).values()) if not lms.is_test_student(e.name)]
+    if GRADES.is_file():
+        reviews.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
+    return grades_mod.entries(GRADES)
 
 
 def _say_what_changed(before: dict, after: dict, regraded: set) -> None:

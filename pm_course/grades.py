@@ -6,9 +6,11 @@ from grading, so that what reads it never imports the grader.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
-from .course import COURSE
+from .course import COURSE, CourseError
+from .state import write_text
 
 GRADES = COURSE / "grades.csv"
 COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
@@ -24,9 +26,36 @@ def read_grades(path: Path = GRADES) -> dict[tuple[str, str], dict]:
         return {(r["student_id"], r["assignment"]): {c: r.get(c) or "" for c in COLUMNS} for r in csv.DictReader(f)}
 
 
+def entries(path: Path = GRADES) -> list:
+    """grades.csv as :class:`pm_course.submissions.Entry` (scores as numbers), Canvas's test student left out.
+
+    Raises
+    ------
+    CourseError
+        When nothing was graded yet.
+    """
+    from .lms import is_test_student
+    from .submissions import Entry
+
+    if not path.is_file():
+        raise CourseError(f"no grades yet ({path} is missing): run pm-course grade first")
+    found = []
+    for row in read_grades(path).values():
+        entry = Entry(row["student_id"], row["assignment"], status=row["status"], reason=row["reason"],
+                      name=row.get("name", ""), lms=row.get("lms", ""), lms_id=row.get("lms_id", ""),
+                      late=row.get("late") == "late", submitted=row.get("submitted", ""),
+                      written_max=row.get("written_max") or "", awaiting_review=row.get("awaiting_review") or "")
+        entry.score = float(row["score"]) if row["score"] else None
+        entry.max_score = float(row["max_score"]) if row.get("max_score") else None
+        if not is_test_student(entry.name):
+            found.append(entry)
+    return found
+
+
 def write_grades(rows: dict, out: Path) -> None:
-    """Write grades.csv: :data:`COLUMNS`, sorted by student and assignment."""
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows[k] for k in sorted(rows))
+    """Write grades.csv whole (:func:`pm_course.state.write_text`): :data:`COLUMNS`, sorted by student and assignment."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows[k] for k in sorted(rows))
+    write_text(out, buffer.getvalue())

@@ -2,14 +2,18 @@
 
 =========================  ===================================================================
 Canvas, Download           one flat zip: ``<lastfirst>_[LATE_]<user id>_<submission id>_<original>``,
-Submissions                with ``-N`` before the extension when a name was uploaded again
+Submissions                with ``-N`` before the extension when a name was uploaded again (older
+                           Canvas writes ``late_``); every entry is dated when the zip was made, so
+                           the mark is all it says of lateness (instructure/canvas-lms#2219)
 Canvas gradebook           ``Student,ID,SIS User ID,SIS Login ID,Section,<Assignment> (<id>),...``
 (export, and import)       and a ``Points Possible`` row; a column without ``(<id>)`` makes a new
                            assignment on import, values overwrite
 Moodle, Download all       folders ``<Full name>_<participant id>_assignsubmission_file_/<original>``
-submissions
+submissions                (or, not in folders, ``<Full name>_<participant id>_assignsubmission_file_<original>``)
+Canvas, anonymous grading  ``anon_<anonymous id>_<file id>_<original>``: no student named, refused
 Moodle grading worksheet   ``Identifier`` ("Participant N"), ``Full name``, ``Email address``,
-                           ``Status``, ``Grade``, ``Maximum Grade``, ... ``Feedback comments``
+                           ``Status`` ("... - 1 day 2 hours late"), ``Grade``, ``Maximum Grade``,
+                           ``Last modified (submission)`` (the real time), ... ``Feedback comments``
 =========================  ===================================================================
 
 A student of an LMS gets the course id ``<name>_<LMS id>`` (:func:`student_id`):
@@ -29,9 +33,14 @@ from .course import CourseError
 LMSS = ("canvas", "moodle")
 
 # nbgrader's FileNameCollectorPlugin wants the groups student_id and file_id
-CANVAS_NAME = (r"^(?P<last_first>[^/]+?)_(?:(?P<late>LATE)_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
+CANVAS_NAME = (r"^(?P<last_first>[^/]+?)_(?:(?P<late>LATE|late)_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
                r"(?P<file_id>[^/]+)$")
-MOODLE_NAME = r"^(?P<full_name>[^/]+)_(?P<student_id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_?/(?P<file_id>.+)$"
+# in a folder per student (``..._file_/<original>``) or, "Download submissions in folders" unticked, flat
+# (``..._file_<original>``): the participant id names the student either way
+MOODLE_NAME = r"^(?P<full_name>[^/]+)_(?P<student_id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_/?(?P<file_id>.+)$"
+# Canvas's download of an assignment graded anonymously: ``[LATE_]anon_<anonymous id>_<file id>_<original>``,
+# no name and no user id (the anonymous id is in no gradebook export), so nothing says whose work a file is
+CANVAS_ANONYMOUS = r"^(?:(?:LATE|late)_)?anon_(?P<anonymous_id>[A-Za-z0-9]+)_(?P<file_id>\d+)_(?P<original>[^/]+)$"
 CANVAS_IDS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Section")
 CANVAS_TEST_STUDENT = "Student, Test"  # Canvas's "Student View" student, in every course (also "Test Student")
 POINTS_POSSIBLE = "Points Possible"
@@ -192,6 +201,12 @@ def is_student_row(lms: str, row: dict) -> bool:
     return bool(moodle_participant(row.get(MOODLE_ID, "")))
 
 
+def _moodle_time(text: str) -> str:
+    """A worksheet's "Last modified (submission)" ("-" when there is none: "")."""
+    text = (text or "").strip()
+    return "" if text in ("-", "") else text
+
+
 def roster(path: Path, lms: str) -> list[Student]:
     """The students of a Canvas gradebook export or a Moodle grading worksheet.
 
@@ -213,5 +228,5 @@ def roster(path: Path, lms: str) -> list[Student]:
     if lms == "canvas":
         return [Student(r["ID"].strip(), r["Student"].strip()) for r in rows if is_student_row(lms, r)]
     return [Student(moodle_participant(r[MOODLE_ID]), r["Full name"].strip(),
-                    late="late" in r.get("Status", "").lower(), submitted=r.get("Last modified (submission)", ""))
+                    late="late" in r.get("Status", "").lower(), submitted=_moodle_time(r.get("Last modified (submission)", "")))
             for r in rows if is_student_row(lms, r)]

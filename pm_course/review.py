@@ -22,130 +22,22 @@ are cleared and it awaits review again (and this is printed).
 from __future__ import annotations
 
 import csv
-import hashlib
 import html
 import io
-import json
 import math
 import re
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 
-from .course import COURSE, CourseError, api, assignment_names, expected_notebooks, source_notebook
+from . import state
+from .course import COURSE, CourseError, assignment_names
+from .reviews import (REVIEW, answer_record, awaiting, digest, graded_answers, notebook_stem, open_gradebook,
+                      points_text, save_answer_record, sync, written_cells, written_totals)
 
-REVIEW = COURSE / "review"
-SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer")
-STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's place in the student version
-SOLUTION = re.compile(r"^[^\n]*### BEGIN SOLUTION[^\n]*\n?(.*?)^[^\n]*### END SOLUTION[^\n]*$", re.S | re.M)
-
-
-# --- the written cells and their answers -------------------------------------------------
-def written_cells(assignment: str) -> list[dict]:
-    """The assignment's written answers, in notebook order: grade_id, points, prompt, model answer, prefix.
-
-    ``prefix`` is the cell's text before its solution (``**Your answer.**``),
-    which every student's copy starts with and which is not part of the answer.
-    """
-    import nbformat
-
-    nb = nbformat.read(source_notebook(assignment), as_version=4)
-    out = []
-    for i, cell in enumerate(nb.cells):
-        meta = cell.metadata.get("nbgrader", {})
-        if not (meta.get("grade") and meta.get("solution")):
-            continue
-        found = SOLUTION.search(cell.source)
-        prompt = nb.cells[i - 1].source if i and not nb.cells[i - 1].metadata.get("nbgrader") else ""
-        model = found.group(1) if found else cell.source
-        model = "\n".join(line for line in model.splitlines()
-                          if not re.match(r"\s*(:::|:class:)", line)).strip()  # the site's dropdown fences
-        out.append({"cell": meta["grade_id"], "points": float(meta.get("points", 0)), "prompt": prompt.strip(),
-                    "model": model, "prefix": cell.source[:found.start()] if found else ""})
-    return out
-
-
-def answer_text(source: str, prefix: str) -> str:
-    """What the student wrote in a written cell: without the cell's own heading, "" when untouched."""
-    text = source[len(prefix):] if prefix and source.startswith(prefix) else source
-    text = text.strip()
-    return "" if text == STUB else text
-
-
-def digest(text: str) -> str:
-    """A hash of an answer, blind to how its lines were wrapped or its file saved (whitespace)."""
-    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
-
-
-def graded_answers(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, str] | None:
-    """{cell: answer} in the notebook that was graded last (None when there is none)."""
-    import nbformat
-
-    cells = written_cells(assignment) if cells is None else cells
-    path = COURSE / "autograded" / student / assignment / expected_notebooks()[assignment]
-    if not path.is_file():
-        return None
-    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells}
-    return {w["cell"]: answer_text(by_id[w["cell"]].source, w["prefix"]) if w["cell"] in by_id else ""
-            for w in cells}
-
-
-def _record_path(assignment: str, student: str) -> Path:
-    return REVIEW / "answers" / assignment / f"{student}.json"
-
-
-def _record(assignment: str, student: str) -> dict:
-    path = _record_path(assignment, student)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def _save_record(assignment: str, student: str, record: dict) -> None:
-    path = _record_path(assignment, student)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
-# --- the gradebook ---------------------------------------------------------------------
-def _gradebook():
-    from nbgrader.api import Gradebook
-
-    coursedir = api().coursedir
-    return Gradebook(coursedir.db_url, coursedir.course_id)
-
-
-def _notebook(assignment: str) -> str:
-    return Path(expected_notebooks()[assignment]).stem
-
-
-def awaiting(grade) -> bool:
-    """Whether a written answer's grade still needs a person: answered, and no manual score yet.
-
-    nbgrader gives an untouched answer 0 itself (``auto_score`` 0, nothing to
-    review); after a regrade it flags every reviewed answer again
-    (``needs_manual_grade``), which :func:`after_grading` undoes for answers
-    that did not change.
-    """
-    return grade.manual_score is None and (grade.needs_manual_grade or grade.auto_score is None)
-
-
-def written_totals(gradebook, assignment: str) -> dict[str, tuple[float, float, int]]:
-    """{student: (points given to written answers, their maximum, answers awaiting review)} from the gradebook."""
-    from nbgrader.api import Assignment, Grade, SubmittedAssignment, SubmittedNotebook
-
-    cells = {w["cell"]: w["points"] for w in written_cells(assignment)}
-    out: dict[str, list] = {}
-    if not cells:
-        return {}
-    query = (gradebook.db.query(Grade).join(SubmittedNotebook).join(SubmittedAssignment).join(Assignment)
-             .filter(Assignment.name == assignment))
-    for grade in query:
-        if grade.name not in cells:
-            continue
-        totals = out.setdefault(grade.student.id, [0.0, 0.0, 0])
-        totals[0] += grade.manual_score if grade.manual_score is not None else (grade.auto_score or 0.0)
-        totals[1] += cells[grade.name]
-        totals[2] += awaiting(grade)
-    return {s: tuple(t) for s, t in out.items()}
+SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256")
+# answer_sha256: the answer the row was made from (:func:`digest`), so that a sheet whose answer column was
+# hidden, deleted or edited still applies only to that answer
 
 
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula at the start of a cell
@@ -166,112 +58,6 @@ def from_cell(text: str) -> str:
     return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA) else text
 
 
-def _points(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".")
-
-
-# --- after each grading: keep a review while its answer stands ---------------------------
-def after_grading(entries) -> list[str]:
-    """Keep the reviews of unchanged answers and clear those whose answer changed; what was cleared.
-
-    Runs after nbgrader's autograde of ``entries`` (those graded, in this
-    process): nbgrader keeps a manual score across a regrade but marks it as
-    needing a grade again. Compared with the hash recorded at the last grading,
-    an unchanged answer keeps its score (no longer flagged); a changed one
-    loses it and awaits review. The feedback pages of those are made again.
-    """
-    from .submissions import GRADED
-
-    cleared, redo = [], []
-    by_assignment: dict[str, list] = {}
-    for e in entries:
-        if e.status == GRADED:
-            by_assignment.setdefault(e.assignment, []).append(e)
-    for assignment, group in sorted(by_assignment.items()):
-        cells = written_cells(assignment)
-        if not cells:
-            continue
-        with _gradebook() as gradebook:
-            for e in group:
-                answers = graded_answers(assignment, e.student, cells)
-                if answers is None:
-                    continue
-                record = _record(assignment, e.student)
-                for w in cells:
-                    grade = gradebook.find_grade(w["cell"], _notebook(assignment), assignment, e.student)
-                    now, before = digest(answers[w["cell"]]), record.get(w["cell"], {}).get("sha256")
-                    if grade.manual_score is not None:
-                        if before is not None and before != now:
-                            comment = gradebook.find_comment(w["cell"], _notebook(assignment), assignment, e.student)
-                            cleared.append(f"{e.student}/{assignment} {w['cell']} (was {_points(grade.manual_score)}"
-                                           f" of {_points(w['points'])})")
-                            record[w["cell"]] = {"sha256": now, "cleared": {
-                                "points": grade.manual_score, "comment": comment.manual_comment or ""}}
-                            grade.manual_score = None
-                            comment.manual_comment = None
-                            grade.needs_manual_grade = grade.auto_score is None  # a blank answer is 0, no review
-                            redo.append(e)
-                            continue
-                        grade.needs_manual_grade = False  # the same answer: its review stands
-                    record[w["cell"]] = {**record.get(w["cell"], {}), "sha256": now}
-                _save_record(assignment, e.student, record)
-            gradebook.db.commit()
-    if cleared:
-        print(f"Written answers changed since they were reviewed: their points are cleared and they await review"
-              f" again ({len(cleared)}; pm-course review ASSIGNMENT):\n  " + "\n  ".join(cleared))
-        for e in {(e.student, e.assignment): e for e in redo}.values():
-            api().generate_feedback(e.assignment, e.student, force=True)
-    return cleared
-
-
-def annotate(rows: dict) -> None:
-    """Fill grades.csv's rows (by (student, assignment)) with the gradebook's score and written-answer totals.
-
-    Only graded rows are read; the score is the gradebook's (autograded plus
-    reviewed points, whoever entered them: this command or the formgrader).
-    """
-    graded = sorted({a for (_, a), r in rows.items() if r.get("status") == "graded"})
-    if not graded or not (COURSE / "gradebook.db").is_file():
-        return
-    with _gradebook() as gradebook:
-        for assignment in graded:
-            totals = written_totals(gradebook, assignment)
-            scores = {d["student"]: d["score"] for d in gradebook.submission_dicts(assignment)}
-            for (student, a), row in rows.items():
-                if a != assignment or row.get("status") != "graded":
-                    continue
-                if student in scores and row.get("score", "") != "":
-                    row["score"] = f"{scores[student]:g}"
-                got, most, waiting = totals.get(student, (0.0, 0.0, 0))
-                row.update(written_score=_points(got) if most else "", written_max=_points(most) if most else "",
-                           awaiting_review=str(waiting) if most else "")
-
-
-def sync() -> list[tuple[str, str]]:
-    """Bring grades.csv up to date with the gradebook (reviews applied here or in the formgrader).
-
-    Rows whose score or written totals changed are rewritten, and their
-    students' feedback pages made again; the (student, assignment) pairs changed.
-    """
-    from .grades import GRADES, read_grades, write_grades
-
-    rows = read_grades(GRADES)
-    if not rows:
-        return []
-    before = {k: dict(v) for k, v in rows.items()}
-    annotate(rows)
-    changed = [k for k in sorted(rows) if rows[k] != before[k]]
-    if changed:
-        write_grades(rows, GRADES)
-        print(f"{GRADES.name}: brought up to date with the gradebook (written answers reviewed since):")
-        for student, assignment in changed:
-            if before[(student, assignment)]["score"] != rows[(student, assignment)]["score"]:
-                api().generate_feedback(assignment, student, force=True)
-                print(f"  {student}/{assignment}: {before[(student, assignment)]['score']} ->"
-                      f" {rows[(student, assignment)]['score']}/{rows[(student, assignment)]['max_score']}")
-    return changed
-
-
 # --- the review sheet and page -----------------------------------------------------------
 def _graded_students(assignment: str) -> list[str]:
     from .grades import GRADES, read_grades
@@ -283,21 +69,22 @@ def sheet_rows(assignment: str) -> list[dict]:
     """One row per graded student and written cell, with what the gradebook holds."""
     cells = written_cells(assignment)
     rows = []
-    with _gradebook() as gradebook:
+    with open_gradebook() as gradebook:
         for student in _graded_students(assignment):
             answers = graded_answers(assignment, student, cells) or {}
             for w in cells:
-                grade = gradebook.find_grade(w["cell"], _notebook(assignment), assignment, student)
-                comment = gradebook.find_comment(w["cell"], _notebook(assignment), assignment, student)
+                grade = gradebook.find_grade(w["cell"], notebook_stem(assignment), assignment, student)
+                comment = gradebook.find_comment(w["cell"], notebook_stem(assignment), assignment, student)
                 if grade.manual_score is not None:
-                    points = _points(grade.manual_score)
+                    points = points_text(grade.manual_score)
                 elif not awaiting(grade):  # nbgrader's 0 for an answer left as it was released
-                    points = _points(grade.auto_score or 0)
+                    points = points_text(grade.auto_score or 0)
                 else:
                     points = ""
-                rows.append({"student_id": student, "cell": w["cell"], "max_points": _points(w["points"]),
+                rows.append({"student_id": student, "cell": w["cell"], "max_points": points_text(w["points"]),
                              "points": points, "comment": cell_text(comment.manual_comment or ""),
-                             "answer": cell_text(answers.get(w["cell"], ""))})
+                             "answer": cell_text(answers.get(w["cell"], "")),
+                             "answer_sha256": digest(answers.get(w["cell"], ""))})
     return rows
 
 
@@ -334,12 +121,13 @@ def write_sheet(assignment: str) -> tuple[Path, Path]:
             out.rename(kept)
             print(f"{out.name} had points or comments that the gradebook does not (not applied yet, or cleared"
                   f" since because the answer changed): kept as {kept}")
-    with out.open("w", newline="", encoding="utf-8-sig") as f:  # the BOM: spreadsheets then read UTF-8
-        writer = csv.DictWriter(f, SHEET)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, SHEET)
+    writer.writeheader()
+    writer.writerows(rows)
+    state.write_text(out, buffer.getvalue(), "utf-8-sig")  # the BOM: spreadsheets then read UTF-8
     page = REVIEW / f"{assignment}.html"
-    page.write_text(review_page(assignment, rows), encoding="utf-8")
+    state.write_text(page, review_page(assignment, rows))
     waiting = sum(r["points"] == "" for r in rows)
     print(f"Review sheet: {out} ({len(rows)} answers, {waiting} awaiting review): fill in points (and comments),"
           f" then pm-course review {assignment} --apply {out}")
@@ -382,7 +170,7 @@ def review_page(assignment: str, rows: list[dict]) -> str:
     parts.append("</ul></nav>\n")
     for w in cells:
         parts.append(f"<section class=\"cell\" id=\"{e(w['cell'])}\" aria-labelledby=\"h-{e(w['cell'])}\">\n"
-                     f"<h2 id=\"h-{e(w['cell'])}\">{e(w['cell'])} ({_points(w['points'])} points)</h2>\n"
+                     f"<h2 id=\"h-{e(w['cell'])}\">{e(w['cell'])} ({points_text(w['points'])} points)</h2>\n"
                      f"<h3>The question</h3>\n<div class=\"prompt\"><pre>{e(w['prompt'])}</pre></div>\n"
                      f"<h3>The model answer and its rubric</h3>\n"
                      f"<div class=\"model\"><pre>{e(w['model'])}</pre></div>\n"
@@ -414,6 +202,9 @@ def _read_sheet(path: Path) -> tuple[list[str], list[dict]]:
     columns = [c.strip() for c in reader.fieldnames or []]
     reader.fieldnames = columns
     missing = [c for c in ("student_id", "cell", "points") if c not in columns]
+    if missing and len(columns) == 1 and ";" in columns[0]:
+        raise CourseError(f"{path}: separated by semicolons, not commas (a spreadsheet in a comma-decimal"
+                          " locale): save it comma-separated, as \"CSV UTF-8 (comma delimited)\", and apply it again")
     if missing:
         raise CourseError(f"{path}, row 1: no column {', '.join(repr(c) for c in missing)} (the header has"
                           f" {', '.join(repr(c) for c in columns) or 'nothing'}; expected {', '.join(SHEET)})")
@@ -455,15 +246,22 @@ def apply(assignment: str, path: Path) -> int:
                 bad.append(f"column points: {raw!r} is not a number")
                 points = None
             elif cell in cells and not 0 <= points <= cells[cell]["points"]:
-                bad.append(f"column points: {raw} is outside 0 to {_points(cells[cell]['points'])},"
+                bad.append(f"column points: {raw} is outside 0 to {points_text(cells[cell]['points'])},"
                            f" the points of {cell}")
         if not bad and (student, cell) in seen:
             bad.append(f"columns student_id, cell: {student} {cell} is also on row {seen[student, cell]}")
-        if not bad and "answer" in columns and (raw or comment):
+        if not bad and (raw or comment):
             if student not in answers:
                 answers[student] = graded_answers(assignment, student, list(cells.values()))
             now = (answers[student] or {}).get(cell, "")
-            if digest(from_cell(row.get("answer") or "")) != digest(now):
+            given = (row.get("answer_sha256") or "").strip()
+            if not given and "answer" in columns:
+                given = digest(from_cell(row.get("answer") or ""))
+            if not given:
+                bad.append(f"columns answer, answer_sha256: {student}'s row says neither which answer it scores nor"
+                           " its hash (deleted columns?): write the sheet again with pm-course review"
+                           f" {assignment}, and keep those columns (hide them if they are in the way)")
+            elif given != digest(now):
                 bad.append(f"column answer: not the answer graded last (the student's work was graded again since"
                            f" this sheet was written): write the sheet again with pm-course review {assignment}")
         seen.setdefault((student, cell), number)
@@ -473,23 +271,23 @@ def apply(assignment: str, path: Path) -> int:
     if problems:
         shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
         raise CourseError("Nothing was applied: the review sheet has problems:\n  " + "\n  ".join(shown))
-    with _gradebook() as gradebook:
+    with open_gradebook() as gradebook:
         for student, cell, points, comment in todo:
-            grade = gradebook.find_grade(cell, _notebook(assignment), assignment, student)
+            grade = gradebook.find_grade(cell, notebook_stem(assignment), assignment, student)
             if points is not None:
                 grade.manual_score = points
                 grade.needs_manual_grade = False
-            note = gradebook.find_comment(cell, _notebook(assignment), assignment, student)
+            note = gradebook.find_comment(cell, notebook_stem(assignment), assignment, student)
             note.manual_comment = comment or None
         gradebook.db.commit()
     for student in sorted({t[0] for t in todo}):  # the review refers to the answer graded last: record its hash
-        record = _record(assignment, student)
+        record = answer_record(assignment, student)
         now = answers.get(student) or graded_answers(assignment, student, list(cells.values())) or {}
         for s, cell, points, _ in todo:
             if s == student:
                 record[cell] = {**record.get(cell, {}), "sha256": digest(now.get(cell, "")),
                                 **({"reviewed": points} if points is not None else {})}
-        _save_record(assignment, student, record)
+        save_answer_record(assignment, student, record)
     scored = sum(t[2] is not None for t in todo)
     print(f"Recorded {scored} scores and {sum(bool(t[3]) for t in todo)} comments of {assignment} from {path}"
           " in the gradebook.")
@@ -499,22 +297,27 @@ def apply(assignment: str, path: Path) -> int:
 
 
 # --- pm-course status --------------------------------------------------------------------
-def status() -> str:
-    """Per assignment collected: submissions, graded, could not be graded, answers awaiting review."""
-    from . import collect as collect_mod
+def status(update: bool = True) -> str:
+    """Per assignment collected: submissions, graded, could not be graded, answers awaiting review.
+
+    With ``update`` (the course folder's lock held), grades.csv and the pages are first brought up to date
+    with reviews entered since (:func:`sync`); without it, nothing is written and those rows show as out of date.
+    """
     from . import submissions as submissions_mod
     from .grades import GRADES, read_grades
 
-    entries = submissions_mod.read_manifest(collect_mod.MANIFEST)
+    entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
     if not entries:
-        raise CourseError(f"nothing collected yet ({collect_mod.MANIFEST} is missing): run pm-course collect first")
-    sync()
+        raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course"
+                          " collect first")
+    if update:
+        sync()
     rows = read_grades(GRADES)
     collected = sorted({e.assignment for e in entries})
     head = ("assignment", "submissions", "graded", "could not be graded", "not graded yet", "awaiting review")
     table = [head]
     waiting_total = 0
-    gradebook = _gradebook() if (COURSE / "gradebook.db").is_file() else None
+    gradebook = open_gradebook() if (COURSE / "gradebook.db").is_file() else None
     try:
         for a in collected:
             mine = [e for e in entries if e.assignment == a and e.status != submissions_mod.MISSING]
@@ -537,7 +340,27 @@ def status() -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in table]
     if waiting_total:
         lines.append(f"{waiting_total} written answer(s) await review: pm-course review ASSIGNMENT writes the sheet.")
+    lines += _out_of_date(rows, entries)
     return "\n".join(lines)
+
+
+def _out_of_date(rows: dict, entries: list) -> list[str]:
+    """The lines of status that list, per assignment, what is not graded and what is out of date."""
+    from . import fingerprints
+    from . import submissions as submissions_mod
+
+    found = fingerprints.stale(rows, {(e.student, e.assignment): e for e in entries})
+    lines = []
+    unfinished = sorted((k, r["reason"] or r["status"]) for k, r in rows.items()
+                        if r.get("status") in (submissions_mod.NOT_YET, submissions_mod.MACHINE))
+    for assignment in sorted({a for _, a in found} | {k[1] for k, _ in unfinished}):
+        lines.append(f"{assignment}:")
+        lines += [f"  not graded: {s} ({why})" for (s, a), why in unfinished if a == assignment]
+        lines += [f"  out of date: {s}: {why}" for (s, a), why in sorted(found.items()) if a == assignment]
+    if found:
+        lines.append(f"{len(found)} row(s) out of date: export and feedback refuse them until pm-course grade"
+                     " (or --force leaves them out).")
+    return lines
 
 
 # --- the feedback page: an answer not reviewed yet says so ---------------------------------

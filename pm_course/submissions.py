@@ -15,11 +15,19 @@ identifiers, the late flag and the submission time where the LMS gives them.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from .course import COURSE
+from .state import write_text
+
 GRADED, MISSING, FAILED = "graded", "not submitted", "could not be graded"
+MANIFEST_FILE = COURSE / "submissions.csv"        # what collect found, what every other step reads
+SOURCES_SEEN = COURSE / "collected-from.txt"      # the folders collected from, which the grader hides
+NOT_YET = "not graded yet"                            # collected, not graded (new, or grading was interrupted)
+MACHINE = "not graded (machine error)"                # the machine failed (full disk, database, sandbox): retried
 
 
 @dataclass
@@ -39,6 +47,8 @@ class Entry:
     late: bool = False                # the LMS marked the submission late
     submitted: str = ""               # when it was submitted (as the LMS gives it, or the zip entry's time)
     source: str = ""                  # the file in the download or folder that was used
+    written_max: str = ""             # grades.csv: the written answers' points ("" when none)
+    awaiting_review: str = ""         # grades.csv: how many of them await review
 
 
 # the manifest's columns: what collect found, what grade reads
@@ -81,13 +91,13 @@ def resubmission(stem: str) -> int:
 
 def write_manifest(entries: list[Entry], path: Path) -> None:
     """Write ``entries`` to the manifest at ``path`` (CSV, :data:`MANIFEST`'s columns)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(MANIFEST)
-        for e in sorted(entries, key=lambda e: (e.student, e.assignment)):
-            writer.writerow([e.student, e.assignment, e.status, e.reason, e.name, e.lms, e.lms_id,
-                             "late" if e.late else "", e.submitted, e.source])
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(MANIFEST)
+    for e in sorted(entries, key=lambda e: (e.student, e.assignment)):
+        writer.writerow([e.student, e.assignment, e.status, e.reason, e.name, e.lms, e.lms_id,
+                         "late" if e.late else "", e.submitted, e.source])
+    write_text(path, buffer.getvalue())  # whole, or not at all
 
 
 def read_manifest(path: Path) -> list[Entry]:

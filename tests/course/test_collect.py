@@ -1,4 +1,5 @@
 """Collecting from a Canvas or Moodle zip: every file used or listed, the newest upload graded, nothing unsafe."""
+import json
 import os
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def test_canvas_names_are_parsed_and_the_newest_upload_wins(tmp_path, expected):
     [jose, zoe] = sorted(found.entries, key=lambda e: e.lms_id)
     assert (jose.student, jose.assignment, jose.lms_id, jose.late) == ("nunezjose_101", "03_subspace", "101", True)
     assert chosen[(jose.student, "03_subspace")].filename == "nunezjose_LATE_101_9001_subspace-1.ipynb"
-    assert jose.submitted == "2025-03-02 14:00:00"
+    assert jose.submitted == ""  # the zip's dates are when it was made: never a submission time
     assert (zoe.student, zoe.late, zoe.reason) == ("obrienzoe_102", False,
                                                    "graded Subspace (2).ipynb as 03_subspace/subspace.ipynb")
     assert found.why_unused == {
@@ -95,3 +96,49 @@ def test_collecting_copies_and_keeps_the_lms_facts(tmp_path, two_assignments):
     assert rows[("smithannmarie_103", "03_subspace")].status == "not submitted"
     assert sorted(p.relative_to(course / "submitted").as_posix() for p in (course / "submitted").rglob("*.ipynb")) \
         == ["nunezjose_101/03_subspace/subspace.ipynb", "obrienzoe_102/03_subspace/subspace.ipynb"]
+
+
+def flat(download, path):
+    """Moodle's download with "Download submissions in folders" unticked: each folder's '/' gone from the names."""
+    with zipfile.ZipFile(download) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(zipfile.ZipInfo(info.filename.replace("_/", "_"), date_time=info.date_time),
+                         src.read(info))
+    return path
+
+
+def test_moodles_download_not_in_folders_is_read_like_the_one_in_folders(tmp_path, two_assignments, expected):
+    folders = moodle_zip(tmp_path / "downloads")
+    download = flat(folders, tmp_path / "flat.zip")
+    assert "Zoë O'Brien_202_assignsubmission_file_Subspace (2).ipynb" in zipfile.ZipFile(download).namelist()
+    found, chosen = collect.from_zip(download, "moodle", "03_subspace", {})
+    same, _ = collect.from_zip(folders, "moodle", "03_subspace", {})
+    assert [(e.student, e.assignment, e.name, e.lms_id) for e in found.entries] == \
+        [(e.student, e.assignment, e.name, e.lms_id) for e in same.entries] == \
+        [("josenunez_201", "03_subspace", "José Núñez", "201"), ("zoeobrien_202", "03_subspace", "Zoë O'Brien", "202")]
+    assert chosen[("zoeobrien_202", "03_subspace")].filename == "Zoë O'Brien_202_assignsubmission_file_Subspace (2).ipynb"
+    course = tmp_path / "course"
+    proc = run(course, two_assignments, "collect", "--from", "moodle", download, "--assignment", "03_subspace",
+               "--roster", moodle_worksheet(tmp_path / "worksheet.csv"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {e.student: e for e in submissions.read_manifest(course / "submissions.csv")}
+    assert {s: e.status for s, e in rows.items()} == {"josenunez_201": "graded", "zoeobrien_202": "graded",
+                                                       "annmariesmith_203": "not submitted"}, rows
+    kept = json.loads((course / "submitted" / "zoeobrien_202" / "03_subspace" / "subspace.ipynb").read_bytes())
+    assert kept == json.loads(zipfile.ZipFile(download).read("Zoë O'Brien_202_assignsubmission_file_Subspace (2).ipynb"))
+
+
+def test_canvas_anonymous_download_is_refused_saying_what_to_download(tmp_path, two_assignments):
+    """Anonymous grading: Canvas names files anon_<anonymous id>_<file id>_<name>, with no student's id."""
+    download = tmp_path / "anonymous.zip"
+    with zipfile.ZipFile(download, "w") as z:
+        z.writestr("anon_gKHvu_9001_subspace.ipynb", "{}")
+        z.writestr("LATE_anon_Xq7Rt_9002_subspace.ipynb", "{}")
+    course = tmp_path / "course"
+    proc = run(course, two_assignments, "collect", "--from", "canvas", download, "--assignment", "03_subspace")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert f"{download} is Canvas's download of an assignment graded anonymously (2 file(s) named" \
+        " anon_<anonymous id>_..., e.g. LATE_anon_Xq7Rt_9002_subspace.ipynb)" in proc.stderr, proc.stderr
+    assert "turn off 'Graders cannot view student names' in the assignment's settings" in proc.stderr
+    assert "Download Submissions again: that zip names each file <name>_<user id>_<submission id>_" in proc.stderr
+    assert not (course / "submitted").exists() and not (course / "submissions.csv").exists()

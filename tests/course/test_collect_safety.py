@@ -24,7 +24,7 @@ def run(course, exercises, *args):
 def files(folder, skip=()):
     """Every file under ``folder`` and its bytes (the folders in ``skip`` left out)."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.relative_to(folder).parts[0] not in skip}
+            if p.is_file() and p.relative_to(folder).parts[0] not in skip and p.name != ".lock"}
 
 
 @pytest.fixture
@@ -138,16 +138,19 @@ def test_undo_puts_back_what_each_collection_replaced(tmp_path, two_assignments)
     assert proc.returncode != 0 and "nothing to undo" in proc.stderr, proc.stderr
     assert run(course, two_assignments, "collect", "--from", "canvas", zips["03_subspace"]).returncode == 0
     first = files(course, skip=("history",))
-    # the next download holds one student only: the other's collected notebook goes (into the history)
+    # the next download holds one student only, and --replace asks for it to replace the whole collection:
+    # the other's collected notebook goes (into the history)
     partial = _zip(tmp_path / "partial.zip", [("obrienzoe_102_9002_subspace.ipynb", solved("03_subspace"), LATER)])
-    proc = run(course, two_assignments, "collect", "--from", "canvas", partial, "--assignment", "03_subspace")
+    proc = run(course, two_assignments, "collect", "--from", "canvas", partial, "--assignment", "03_subspace",
+               "--replace")
     assert proc.returncode == 0, proc.stderr
     assert f"What was collected before for 03_subspace is kept in {course / 'history'}/" in proc.stdout, proc.stdout
     second = files(course, skip=("history",))
     assert "submitted/nunezjose_101/03_subspace/subspace.ipynb" not in second and second != first
     proc = run(course, two_assignments, "collect", "--undo")
     assert proc.returncode == 0, proc.stderr
-    assert f"Undid `pm-course collect --from canvas {partial} --assignment 03_subspace`" in proc.stdout, proc.stdout
+    assert f"Undid `pm-course collect --from canvas {partial} --assignment 03_subspace --replace`" in proc.stdout, \
+        proc.stdout
     assert "restored 03_subspace as it was before (2 collected notebook(s))" in proc.stdout, proc.stdout
     assert files(course, skip=("history",)) == first
     kept = [p for p in (course / "history" / "undone").rglob("*.ipynb")]

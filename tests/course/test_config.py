@@ -96,8 +96,10 @@ def test_days_late_count_from_each_assignments_due_date_and_each_students_extens
     # --due for one run replaces the course file's date of that assignment only
     given = Late.of(10, [("02_averaging", datetime(2025, 3, 6, 23, 59))])
     assert given.apply(week1) == (4.0, "")
-    # with no due date, work the LMS marked late counts as one day
-    assert Late(10).apply(week1)[0] == 3.6
+    # with no due date, work the LMS marked late is marked late, and its days are not guessed
+    assert Late(10).apply(week1) == (4.0, "late (marked late by the folder; no due date for 02_averaging); no"
+                                          " penalty applied here")
+    assert Late(10).days(week1)[0] is None
 
 
 def test_the_time_zone_reads_the_lms_times_against_a_due_date_with_an_offset(tmp_path, exercises):
@@ -120,3 +122,25 @@ def test_a_canvas_export_with_nothing_from_canvas_says_so(tmp_path, exercises):
     book.write_text("Student,ID,SIS User ID,SIS Login ID,Section,02_averaging (1)\nAda,1,,,A,\n")
     proc = run(tmp_path, exercises, "export", "--to", "canvas", book)
     assert proc.returncode != 0 and "nothing collected from Canvas is in grades.csv" in proc.stderr, proc.stderr
+
+
+def test_a_penalty_that_cannot_be_counted_is_refused_and_a_mostly_late_class_is_warned(tmp_path, exercises, capsys):
+    path = tmp_path / "course.toml"
+    path.write_text('late_penalty = 10\n[assignments.02_averaging]\ndue = 2025-03-03T23:59:00\n')
+    late = Late(10, {}, config.load(path), origin="late_penalty in course.toml")
+    canvas = _entry("ada_1", "02_averaging", "", late=True)
+    canvas.lms, canvas.status = "canvas", "graded"
+    with pytest.raises(SystemExit, match=r"ada_1/02_averaging \(marked late by Canvas, which gave no submission"
+                                         r" time\).*Canvas's own Late Policy"):
+        late.check([canvas])
+    Late(None, {}, config.load(path)).check([canvas])  # no penalty asked: nothing to refuse
+    # three of four submissions of a class late by their real times: a due date or time zone to check
+    times = ["2025-03-05 10:00:00", "2025-03-04 01:00:00", "2025-03-06 09:00:00", "2025-03-03 20:00:00"]
+    entries = [_entry(f"s_{i}", "02_averaging", t) for i, t in enumerate(times)]
+    for e in entries:
+        e.status = "graded"
+    late.check(entries)
+    assert "warning: 3 of 4 graded submissions of 02_averaging are late" in capsys.readouterr().out
+    entries[0].submitted = "2025-03-03 12:00:00"  # two of four: not most
+    late.check(entries)
+    assert "warning" not in capsys.readouterr().out

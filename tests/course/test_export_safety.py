@@ -3,7 +3,8 @@
 Week 1 is 02_averaging (gradebook column ``02_averaging (4402)``), week 2 is
 03_subspace, which the instructor named ``Exercise 3: Subspace (4403)`` in
 Canvas. José hands week 1 in two days late and week 2 on time; Zoë hands week
-1 in on time and week 2 late by Canvas's date, within her extension; Ann Marie
+1 in on time and week 2 late by Canvas's date, within her extension (their real
+times come in a CSV: Canvas's download has none); Ann Marie
 hands in nothing; Canvas's test student hands in week 1. The Moodle section
 hands week 2 in (conftest's Moodle class). 01_copying is not collected yet.
 """
@@ -113,7 +114,15 @@ def test_the_summary_shows_only_the_assignments_collected(term):
 def test_the_course_file_fills_a_renamed_column_with_due_dates_per_assignment_and_student(term):
     tmp, env, book, _ = term
     out = tmp / "import.csv"
+    # Canvas's download has no submission times (its entries are dated when the zip is made): a penalty is refused
     proc = run(env, "export", "--to", "canvas", book, "-o", out, "--late-penalty", "10")
+    assert proc.returncode != 0 and not out.exists(), proc.stdout
+    assert "cannot compute the late penalty" in proc.stderr and "nunezjose_101/02_averaging" in proc.stderr
+    assert "Canvas's own Late Policy" in proc.stderr and "--times" in proc.stderr, proc.stderr
+    times = tmp / "times.csv"  # the real times, e.g. from Canvas's submissions API
+    times.write_text("student,assignment,submitted_at\nnunezjose_101,02_averaging,2025-03-05 10:00\n"
+                     "102,03_subspace,2025-03-12 10:00\n")
+    proc = run(env, "export", "--to", "canvas", book, "-o", out, "--late-penalty", "10", "--times", times)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert table(out) == [
         COLUMNS[:7],
@@ -124,7 +133,7 @@ def test_the_course_file_fills_a_renamed_column_with_due_dates_per_assignment_an
     ]  # and no row for the test student
     assert "Núñez, José (101) 02_averaging: late 2 day(s), -20%: 4 -> 3.2 (submitted 2025-03-05 10:00, due" \
         " 2025-03-03 23:59)" in proc.stdout, proc.stdout
-    assert proc.stdout.count("late ") == 1, proc.stdout  # nobody else is penalised
+    assert proc.stdout.count(" day(s), -") == 1, proc.stdout  # nobody else is penalised
     assert "obrienzoe_102: 03_subspace due 2025-03-13 23:59 (extension)" in proc.stdout
     assert "left out: Canvas's test student Student, Test (999)" in proc.stdout
 

@@ -109,7 +109,8 @@ def test_what_students_read_is_written_for_them(packed):
     *_, pages, _ = packed
     texts = {uid: page_of(pages, uid).get_text(" ") for uid in ("101", "102", "103")}
     late = texts["101"]
-    assert f"{NAME}: 3 of 3 points, graded automatically; submitted late, no penalty." in late, late[:500]
+    # Canvas's download says "late", not when: the page claims no penalty of its own (Canvas's Late Policy may apply)
+    assert f"{NAME}: 3 of 3 points, graded automatically; submitted late. " in late, late[:500]
     assert not [t for t in texts.values() if re.search(r"--\w|pass --|pm-course|command", t)]
     assert "you submitted report.pdf, not a notebook" in texts["103"], texts["103"]
     assert "no notebook was submitted" not in texts["103"]
@@ -185,8 +186,14 @@ def test_a_student_no_longer_graded_loses_the_old_page(packed):
     download = _zip(tmp / "submissions-again.zip", [(n, data, when) for n, (data, when) in again.items()])
     old = tmp / "course" / "feedback" / "obrienzoe_102" / NAME
     assert old.is_dir()
-    run(env, "collect", "--from", "canvas", download, "--roster", tmp / "gradebook.csv", "--assignment", NAME)
-    proc = run(env, "feedback", "-o", tmp / "out")
+    run(env, "collect", "--from", "canvas", download, "--roster", tmp / "gradebook.csv", "--assignment", NAME,
+        "--replace")  # the whole collection replaced (a download adds, by default)
+    refused = subprocess.run([sys.executable, "-m", "pm_course", "feedback", "-o", tmp / "out"], env=env,
+                             capture_output=True, text=True, timeout=900)  # grades.csv says graded: out of date
+    assert refused.returncode != 0 and "obrienzoe_102/03_subspace (graded, but no longer collected" \
+        in refused.stderr, refused.stdout + refused.stderr
+    proc = run(env, "feedback", "-o", tmp / "out", "--force")
+    assert "Left out (out of date; --force): obrienzoe_102/03_subspace" in proc.stdout, proc.stdout
     assert not old.exists(), "the old page is still in the course folder"
     assert "removed 1 feedback page(s) of work no longer graded: obrienzoe_102/03_subspace" in proc.stdout, proc.stdout
     with zipfile.ZipFile(tmp / "out" / f"feedback-canvas-{NAME}.zip") as z:

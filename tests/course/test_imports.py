@@ -78,3 +78,22 @@ print(sys.modules.get("rfc3987_syntax", "absent"))
     out = subprocess.run([sys.executable, "-c", "import pm_course\n" + code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["refused", "None"], out
+
+
+# The steps of a term stand side by side on the state layer (the course folder, its lock, fingerprints,
+# grades.csv, the manifest, history, the LMS formats, the course file): the command line composes them.
+# ``export`` holds both the gradebook export and the feedback packing; ``status`` lives with ``review``.
+STEPS = {"collect", "grade", "review", "export"}
+# ``reviews``: the written answers and their reviews, which grading (keeping the reviews of unchanged answers)
+# and reviewing share
+STATE = {"course", "state", "fingerprints", "grades", "submissions", "history", "lms", "config", "exported",
+         "reviews"}
+
+
+def test_the_steps_import_no_other_step_and_the_state_layer_no_step():
+    graph = imports()
+    assert STATE <= graph.keys() and STEPS <= graph.keys(), "a module named here is gone: update STEPS or STATE"
+    crossing = sorted((step, dep) for step in STEPS for dep in graph[step] & STEPS)
+    assert not crossing, f"a step imports another (the command line composes them): {crossing}"
+    upward = sorted((layer, dep) for layer in STATE for dep in graph[layer] & STEPS)
+    assert not upward, f"the state layer imports a step: {upward}"

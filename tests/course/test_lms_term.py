@@ -53,6 +53,11 @@ def test_the_canvas_import_has_canvas_columns_one_row_per_student_and_the_scores
     tmp, env, gradebook, *_ = term
     out = tmp / "canvas-import.csv"
     proc = run(env, "export", "--to", "canvas", gradebook, "-o", out, "--late-penalty", "10")
+    assert proc.returncode != 0 and "no submission time" in proc.stderr, proc.stdout  # Canvas's zip has none
+    times = tmp / "times.csv"
+    times.write_text("student,assignment,submitted_at\n101,03_subspace,2025-03-02 14:00\n")
+    proc = run(env, "export", "--to", "canvas", gradebook, "-o", out, "--late-penalty", "10", "--times", times,
+               "--due", "03_subspace=2025-03-01 23:59")
     assert proc.returncode == 0, proc.stderr
     assert read_csv(out) == [
         CANVAS_COLUMNS[:7],
@@ -77,7 +82,7 @@ def test_the_moodle_worksheet_keeps_every_column_and_gets_grades_and_comments(te
         assert [c for i, c in enumerate(old) if i not in (grade, comments)] == \
             [c for i, c in enumerate(new) if i not in (grade, comments)]
     assert [r[grade] for r in after[1:]] == ["3.00", "0.00", ""]
-    assert "late" in after[1][comments] and "no penalty" in after[1][comments]
+    assert "submitted late" in after[1][comments] and "penalty" not in after[1][comments]  # no due date: none
     assert after[3][comments] == "03_subspace: no notebook was submitted."
 
 

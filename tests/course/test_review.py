@@ -13,9 +13,12 @@ fixture): run the file in one process, as ``make test`` does (``--dist loadfile`
 """
 import csv
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import nbformat
 import pytest
@@ -111,7 +114,7 @@ def test_status_and_the_review_sheet_before_any_review(graded):
     proc = run(env, "review", NAME)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = sheet(tmp / "course" / "review" / f"{NAME}.csv")
-    assert list(rows[0]) == ["student_id", "cell", "max_points", "points", "comment", "answer"]
+    assert list(rows[0]) == ["student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256"]
     assert [(r["student_id"], r["cell"], r["max_points"], r["points"], r["answer"]) for r in rows] == [
         ("nunezjose_101", CELL, "2", "", JOSE), ("obrienzoe_102", CELL, "2", "", ZOE_FIRST)]
     page = (tmp / "course" / "review" / f"{NAME}.html").read_text(encoding="utf-8")
@@ -161,10 +164,19 @@ def test_an_applied_sheet_lands_in_grades_the_canvas_import_the_feedback_and_sta
     assert (got["nunezjose_101"]["score"], got["nunezjose_101"]["written_score"]) == ("6", "2")
     assert (got["obrienzoe_102"]["score"], got["obrienzoe_102"]["written_score"]) == ("5.5", "1.5")
     assert {r["awaiting_review"] for r in got.values()} == {"0"}
+    # reviewed: no reason says "not reviewed yet", and a full score has no lost points
+    assert not [r["reason"] for r in got.values() if "not reviewed yet" in r["reason"]], got
+    assert "lost points" not in got["nunezjose_101"]["reason"], got["nunezjose_101"]
     out = tmp / "canvas-import.csv"
     proc = run(env, "export", "--to", "canvas", gradebook, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [r[-1] for r in read_csv(out)[1:]] == ["6", "6", "5.5"], read_csv(out)
+    packed = run(env, "feedback", "-o", tmp / "packed-reviewed")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    with zipfile.ZipFile(tmp / "packed-reviewed" / f"feedback-canvas-{NAME}.zip") as z:
+        jose = next(z.read(n).decode() for n in z.namelist() if "_101_" in n)
+    # the banner says who scored it: not "graded automatically" alone
+    assert f"{NAME}: 6 of 6 points, graded automatically, written answers reviewed by your instructor" in jose
     page = (course / "feedback" / "obrienzoe_102" / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text()
     assert "say why the other weights vanish" in page and "5.5" in page and "Awaiting review" not in page
     assert status_row(env) == [NAME, "2", "2", "0", "0", "0"]
@@ -216,6 +228,21 @@ def test_a_sheet_written_before_the_answer_changed_is_refused(graded):
     assert grades(tmp / "course")["obrienzoe_102"]["score"] == "5"  # as the last applied sheet left it
 
 
+def test_a_sheet_without_its_answers_or_their_hashes_is_refused_naming_the_student(graded):
+    """Columns deleted in a spreadsheet: nothing says which answer a row scores, so nothing is applied."""
+    tmp, env, *_ = graded
+    bare = [{"student_id": "obrienzoe_102", "cell": CELL, "max_points": "2", "points": "2", "comment": ""}]
+    path = write_sheet(tmp / "no-answers.csv", bare)
+    proc = run(env, "review", NAME, "--apply", path)
+    assert proc.returncode != 0, proc.stdout
+    assert f"{path}, row 2, columns answer, answer_sha256: obrienzoe_102's row says neither which answer it" \
+        " scores nor its hash" in proc.stderr, proc.stderr
+    semicolons = tmp / "semicolons.csv"
+    semicolons.write_text("student_id;cell;max_points;points;comment;answer\n", encoding="utf-8")
+    proc = run(env, "review", NAME, "--apply", semicolons)
+    assert proc.returncode != 0 and "save it comma-separated" in proc.stderr, proc.stderr
+
+
 def test_a_score_entered_in_the_formgrader_counts_the_same(graded):
     """The formgrader writes the grade's manual_score (and clears needs_manual_grade): nothing else."""
     tmp, env, gradebook, _ = graded
@@ -251,3 +278,73 @@ def test_a_multi_line_answer_reads_back_as_written(tmp_path):
     _, rows = review._read_sheet(sheet)
     assert review.from_cell(rows[0]["answer"]).split() == answer.split()
     assert review.digest(review.from_cell(rows[0]["answer"])) == review.digest(answer)
+
+
+def _half_points(env, course, tmp_path):
+    """The sheet written now, every answer given 0.5 of 2 (a score no other test gives): its path."""
+    assert run(env, "review", NAME).returncode == 0
+    rows = sheet(course / "review" / f"{NAME}.csv")
+    for row in rows:
+        row.update(points="0.5", comment="Half a point: say why the other weights vanish.")
+    return write_sheet(tmp_path / "half.csv", rows)
+
+
+def page_of(course, student):
+    return course / "feedback" / student / NAME / NOTEBOOK.replace(".ipynb", ".html")
+
+
+def test_an_apply_stopped_by_a_closed_pipe_leaves_the_gradebook_grades_and_pages_agreeing(graded, tmp_path):
+    """``review --apply SHEET | head -c 1``: the pipe closes after the first byte, while the points are recorded.
+
+    Whatever was written before the write that failed, grades.csv, the pages, the export and the packed
+    feedback all say the score the gradebook now holds (4 autograded + 0.5 reviewed)."""
+    tmp, env, gradebook, _ = graded
+    course = tmp_path / "course"
+    shutil.copytree(tmp / "course", course)
+    env = {**env, "PM_COURSE_DIR": str(course), "PYTHONUNBUFFERED": "1"}  # each line written as printed
+    path = _half_points(env, course, tmp_path)
+    proc = subprocess.run(f"{shlex.quote(sys.executable)} -m pm_course review {NAME} --apply {shlex.quote(str(path))}"
+                          " | head -c 1", shell=True, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.stdout == "R", proc.stdout  # "Recorded ...": head took one byte and closed the pipe
+    assert f"pm-course review stopped: its output was closed (a closed pipe)" in proc.stderr, proc.stderr
+    packed = run(env, "feedback", "-o", tmp_path / "packed")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    assert {s: r["score"] for s, r in grades(course).items()} == {"nunezjose_101": "4.5", "obrienzoe_102": "4.5"}
+    with zipfile.ZipFile(tmp_path / "packed" / f"feedback-canvas-{NAME}.zip") as z:
+        pages = [z.read(n).decode() for n in z.namelist()]
+    assert len(pages) == 2 and all("(Score: 4.5 / 6.0)" in p and "4.5 of 6 points" in p for p in pages), \
+        [re.findall(r"\(Score: [\d.]+ / [\d.]+\)|[\d.]+ of 6 points", p) for p in pages]
+    assert all("Half a point" in page_of(course, s).read_text() for s in ("nunezjose_101", "obrienzoe_102"))
+    out = tmp_path / "import.csv"
+    assert run(env, "export", "--to", "canvas", gradebook, "-o", out).returncode == 0
+    assert [r[-1] for r in read_csv(out)[2:]] == ["4.5", "4.5"], read_csv(out)
+
+
+def test_a_page_older_than_its_grade_stops_feedback_naming_the_student_until_graded_again(graded, tmp_path):
+    """José's page put back as it was before a review (as a stop between grades.csv and the pages left it):
+    status lists it, feedback and export refuse it by name; grading him again makes it anew."""
+    tmp, env, gradebook, _ = graded
+    course = tmp_path / "course"
+    shutil.copytree(tmp / "course", course)
+    env = {**env, "PM_COURSE_DIR": str(course)}
+    old = page_of(course, "nunezjose_101").read_bytes()
+    assert "(Score: 4.5 / 6.0)" not in old.decode()
+    applied = run(env, "review", NAME, "--apply", _half_points(env, course, tmp_path))
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    page_of(course, "nunezjose_101").write_bytes(old)
+    said = re.search(r"\(Score: ([\d.]+) / 6\.0\)", old.decode()).group(1)
+    why = (f"its feedback page says {float(said):g} points, grades.csv 4.5: grade --student nunezjose_101"
+           f" --assignment {NAME} makes it again")
+    status = run(env, "status")
+    assert status.returncode == 0 and f"  out of date: nunezjose_101: {why}" in status.stdout, status.stdout
+    assert "obrienzoe_102" not in status.stdout, status.stdout
+    refused = run(env, "feedback", "-o", tmp_path / "packed")
+    assert refused.returncode != 0 and not (tmp_path / "packed").exists(), refused.stdout + refused.stderr
+    assert f"feedback refused: 1 row(s) would be written from out-of-date state: nunezjose_101/{NAME} ({why})" \
+        in refused.stderr, refused.stderr
+    refused = run(env, "export", "--to", "canvas", gradebook, "-o", tmp_path / "import.csv")
+    assert refused.returncode != 0 and f"nunezjose_101/{NAME} ({why})" in refused.stderr, refused.stderr
+    regraded = run(env, "grade", "--student", "nunezjose_101", "--assignment", NAME, "--jobs", "1")
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr
+    assert "(Score: 4.5 / 6.0)" in page_of(course, "nunezjose_101").read_text()
+    assert run(env, "feedback", "-o", tmp_path / "packed").returncode == 0

@@ -1,0 +1,92 @@
+"""What pm-course exported to each LMS cell, so that a value the LMS holds of its own is never overwritten.
+
+``course/export/exported.json`` keeps, for each gradebook cell (Canvas: user id
+and column; Moodle: participant and assignment), every value pm-course has
+exported to it. An export then keeps (and lists) what the LMS has that is not
+pm-course's:
+
+- a cell that is not a number (Canvas's ``EX``, excused; ``incomplete``,
+  ``complete``, a letter grade): the LMS's own mark;
+- a number pm-course never exported there: the instructor changed it in the
+  LMS (SpeedGrader, Moodle's grader) since, and their fix stands unless the
+  export is asked for ``--overwrite-lms-edits``.
+
+An empty cell, or one holding a value pm-course exported, is pm-course's to fill.
+"""
+from __future__ import annotations
+
+import json
+
+from .course import COURSE
+from .state import write_text
+
+RECORD = COURSE / "export" / "exported.json"
+BLANK = ("", "-")  # Moodle writes "-" for no grade
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip().replace(",", "."))
+    except ValueError:
+        return None
+
+
+def load() -> dict[str, dict[str, list[str]]]:
+    """The record: LMS -> cell -> the values exported to it ({} before the first export)."""
+    try:
+        return json.loads(RECORD.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+class Guard:
+    """Decide cell by cell what an export writes, keeping the LMS's own values; :meth:`save` records the export."""
+
+    def __init__(self, lms: str, overwrite_edits: bool = False):
+        self.lms, self.overwrite = lms, overwrite_edits
+        self.record = load()
+        self.mine = self.record.setdefault(lms, {})
+        self.kept_marks: list[str] = []
+        self.kept_edits: list[str] = []
+        self.overwritten: list[str] = []
+
+    def cell(self, key: str, who: str, current: str, ours: str) -> str:
+        """The value to write in cell ``key`` (``who`` names it in a message): the LMS's ``current`` or ``ours``."""
+        current = (current or "").strip()
+        if not ours:  # nothing of pm-course's: the LMS keeps what it has
+            return current
+        if current in BLANK:
+            return self._ours(key, ours)
+        now = _number(current)
+        if now is None:
+            self.kept_marks.append(f"{who}: {current!r}")
+            return current
+        exported = [_number(v) for v in self.mine.get(key, [])]
+        if any(v is not None and abs(v - now) < 0.005 for v in exported) or abs((_number(ours) or 0) - now) < 0.005:
+            return self._ours(key, ours)
+        what = f"{who}: {current} in the LMS" + (f" (pm-course exported {self.mine[key][-1]})" if exported else
+                                                  " (not exported by pm-course)") + f", pm-course's {ours}"
+        if self.overwrite:
+            self.overwritten.append(what)
+            return self._ours(key, ours)
+        self.kept_edits.append(what)
+        return current
+
+    def _ours(self, key: str, ours: str) -> str:
+        if ours not in self.mine.setdefault(key, []):
+            self.mine[key].append(ours)
+        return ours
+
+    def save(self) -> None:
+        """Record what was exported; print what was kept as the LMS has it."""
+        write_text(RECORD, json.dumps(self.record, indent=1, sort_keys=True) + "\n")
+        if self.kept_marks:
+            print(f"Kept as the LMS has them (not numbers: excused, complete, ...): {len(self.kept_marks)} cell(s):")
+            print("\n".join(f"  {w}" for w in self.kept_marks))
+        if self.kept_edits:
+            print(f"Kept: changed in the LMS since pm-course's last export ({len(self.kept_edits)} cell(s);"
+                  " --overwrite-lms-edits replaces them):")
+            print("\n".join(f"  {w}" for w in self.kept_edits))
+        if self.overwritten:
+            print(f"Replaced (--overwrite-lms-edits): {len(self.overwritten)} cell(s) changed in the LMS:")
+            print("\n".join(f"  {w}" for w in self.overwritten))
