@@ -34,11 +34,36 @@ QUOTED = re.compile(r"\*attention pattern\*|\"attention pattern\"|attention patt
 OTHER_SENSE_TO_FIX: dict[str, list[str]] = {}  # every chapter and exercise now uses the glossary's words
 
 
+# A Markdown link to a target anywhere in the book, [text](#target) or [text](<#target with spaces>):
+# a glossary term, a label or an equation. MyST resolves it as it resolves {term}, {ref} or {eq};
+# JupyterLab shows it as a link, where it would show the role raw.
+LINK = re.compile(r"\[([^\]]*)\]\(<?#([^)>]+)>?\)")
+
+
+def term_links(source: str) -> list[str]:
+    """The glossary terms a markdown cell links: {term} roles and links to #term (lower case)."""
+    roles = [(re.search(r"<([^>]*)>\s*$", r) or re.match(r"(.*)", r, flags=re.S)).group(1)
+             for r in re.findall(r"\{term\}`([^`]*)`", source)]
+    return [t.strip().lower() for t in roles + [m.group(2) for m in LINK.finditer(source)]]
+
+
+def labels() -> set[str]:
+    """Every label the book defines: (label)= lines, :label: and :name: options."""
+    found = set()
+    for path in [*NOTEBOOKS, *ROOT.glob("*.md"), *ROOT.glob("chapters/*.md"), *ROOT.glob("guides/*.md")]:
+        text = ("\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+                if path.suffix == ".ipynb" else path.read_text(encoding="utf-8"))
+        found |= set(re.findall(r"^\(([\w-]+)\)=\s*$", text, flags=re.M))
+        found |= set(re.findall(r"^:(?:label|name): *([\w-]+)\s*$", text, flags=re.M))
+    return found
+
+
 def prose(source: str) -> str:
     """Markdown with code, glossary links, labels and cross-reference targets removed."""
     text = re.sub(r"^(```|:::)\{?(code|python|bash|eval-rst)[^\n]*\n.*?^\1\s*$", " ", source, flags=re.S | re.M)
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
     text = re.sub(r"\{term\}`[^`]*`", " TERM ", text)
+    text = LINK.sub(lambda m: " TERM " if m.group(2).strip().lower() in glossary_terms() else " LINK ", text)
     text = re.sub(r"`[^`]*`", " CODE ", text)
     text = re.sub(r"\*{1,2}(?=\S)|(?<=\S)\*{1,2}", "", text)  # emphasis: **pattern** reads as pattern
     text = re.sub(r"^\([\w-]+\)=\s*$", " ", text, flags=re.M)  # (ch-patterns)=
@@ -147,8 +172,8 @@ def test_the_glossary_defines_the_book_s_vocabulary():
 
 
 def test_every_term_link_has_a_glossary_entry():
-    """{term}`text <target>` or {term}`target` in any notebook must name a glossary entry (else a broken link)."""
-    terms = glossary_terms()
+    """{term}`text <target>`, {term}`target` or [text](#target) must name a glossary entry or a label."""
+    terms, known = glossary_terms(), labels()
     missing = []
     for path in NOTEBOOKS + [ROOT / "intro.md", ROOT / "chapters" / "glossary.md"]:
         sources = ([c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
@@ -159,7 +184,10 @@ def test_every_term_link_has_a_glossary_entry():
                 name = (target.group(1) if target else role).strip().lower()
                 if name not in terms:
                     missing.append(f"{path.name}: {role}")
-    assert not missing, f"links to terms the glossary lacks: {missing}"
+            for m in LINK.finditer(source):
+                if m.group(2).strip().lower() not in terms and m.group(2).strip() not in known:
+                    missing.append(f"{path.name}: {m.group(0)}")
+    assert not missing, f"links to terms the glossary lacks (or to labels the book does not define): {missing}"
 
 
 def test_chapters_1_to_9_link_the_glossary():
@@ -168,9 +196,7 @@ def test_chapters_1_to_9_link_the_glossary():
         if path.parent.name == "chapters" and path.stem[:2].isdigit() and int(path.stem[:2]) <= 9:
             for cell in nbformat.read(path, as_version=4).cells:
                 if cell.cell_type == "markdown":
-                    for role in re.findall(r"\{term\}`([^`]*)`", cell.source):
-                        target = re.search(r"<([^>]*)>\s*$", role)
-                        linked.add((target.group(1) if target else role).strip().lower())
+                    linked |= set(term_links(cell.source))
     for term in ("pattern", "pattern matrix", "message", "message matrix", "attention weights",
                  "attention logits", "causal mask", "flop", "factored", "materialised", "bilinear form",
                  "embedding", "residual stream", "unembedding", "circuit"):
@@ -313,11 +339,14 @@ def test_notebook_variables_named_pattern_hold_patterns():
     assert not found, f"variables named pattern holding attention weights: {found}"
 
 
-def test_chapters_1_to_9_cross_references_read_as_text_in_jupyter():
-    """JupyterLab shows a MyST role such as {ref}`chapter 3 <ch-split-wo>` raw: chapters 1-9 link with Markdown."""
-    roles = re.compile(r"\{(ref|doc|numref)\}`[^`]*`")
-    found = [f"{path.name} cell {i}: {m.group(0)}" for path in NOTEBOOKS
-             if path.parent.name == "chapters" and path.stem[:2].isdigit() and int(path.stem[:2]) <= 9
+def test_cross_references_read_as_text_in_jupyter():
+    """JupyterLab shows a MyST role such as {ref}`chapter 3 <ch-split-wo>` raw: every notebook links with Markdown.
+
+    A chapter links a file ([chapter 3](03_split_wo.ipynb)), a glossary term ([pattern](#pattern)), a
+    label or an equation ([(attention)](#eq-attention), which the site numbers); citations keep {cite}.
+    """
+    roles = re.compile(r"\{(ref|doc|numref|term|eq)\}`[^`]*`")
+    found = [f"{path.relative_to(ROOT)} cell {i}: {m.group(0)}" for path in NOTEBOOKS
              for i, cell in enumerate(nbformat.read(path, as_version=4).cells) if cell.cell_type == "markdown"
              for m in roles.finditer(cell.source)]
     assert not found, f"cross-references Jupyter shows raw (use [text](file.ipynb)): {found}"
