@@ -18,7 +18,6 @@ assignment's source are what they were when it was last graded
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,7 +26,7 @@ import sys
 from pathlib import Path
 
 from . import assignments as assignments_mod
-from . import feedback, hidden, lms, reviews
+from . import feedback, fingerprints, hidden, lms, reviews
 from . import submissions as submissions_mod
 from . import grades as grades_mod
 from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
@@ -302,15 +301,7 @@ def select(entries, students=None, assignments=None):
 def _digest(entry) -> str:
     """A SHA-256 of the notebook collected for ``entry`` ("" when there is none)."""
     path = COURSE / "submitted" / entry.student / entry.assignment / expected_notebooks()[entry.assignment]
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
-
-
-def _graded_before() -> dict[str, dict[str, str]]:
-    """What each notebook was when it was last graded: ``student/assignment`` -> submission and source hashes."""
-    try:
-        return json.loads(GRADED_HASHES.read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
+    return fingerprints.digest(path)
 
 
 def unchanged(entries, before: dict) -> list:
@@ -369,7 +360,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in regrade]
         regrade = {(e.student, e.assignment) for e in chosen}
     before = read_grades(GRADES)
-    hashes = _graded_before()
+    hashes = fingerprints.graded_hashes()
     # only what is new or changed, unless asked for by name (--student, --assignment) or --all
     same = [] if everything or students or assignments else \
         [e for e in unchanged(chosen, hashes) if (e.student, e.assignment) in before]
