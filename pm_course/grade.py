@@ -30,7 +30,6 @@ from . import feedback, fingerprints, hidden, lms, reviews
 from . import submissions as submissions_mod
 from . import grades as grades_mod
 from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
-from .repair import drop_duplicate_cells
 from .state import write_text
 from .course import (COURSE, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
                      worker_start)

@@ -35,6 +35,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 
 from .feedback import HIDDEN  # a hidden-test region, markers included
+from .submissions import drop_duplicate_cells  # noqa: F401 -- kept importable from here
 
 # what the last autograde of each (assignment, student) repaired, and why one could not be matched;
 # filled in the process that runs nbgrader (a grading worker), read there by pm_course.grade
@@ -266,20 +267,3 @@ class RestoreCells(Preprocessor):
         for note in NOTES[key]:
             self.log.warning("%s/%s: %s", info.get("student"), info.get("assignment"), note)
         return nb, resources
-
-
-def drop_duplicate_cells(nb) -> list[str]:
-    """Keep the first copy of each graded cell (nbgrader rejects a notebook with one twice); the ids dropped.
-
-    A copy-paste accident would otherwise cost the student the whole notebook.
-    """
-    seen, kept, dropped = set(), [], []
-    for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if gid is not None and gid in seen:
-            dropped.append(gid)
-            continue
-        seen.add(gid)
-        kept.append(cell)
-    nb.cells = kept
-    return dropped

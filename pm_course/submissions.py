@@ -183,3 +183,20 @@ def summary(entries: list[Entry], max_points: dict[str, float]) -> str:
         lines.append("  ".join([s.ljust(width), *(show(e).rjust(w) for e, w in zip(got, cols)),
                                 f"{total:g}/{sum(max_points.values()):g}".rjust(7)]))
     return "\n".join(lines)
+
+
+def drop_duplicate_cells(nb) -> list[str]:
+    """Keep the first copy of each graded cell (nbgrader rejects a notebook with one twice); the ids dropped.
+
+    A copy-paste accident would otherwise cost the student the whole notebook.
+    """
+    seen, kept, dropped = set(), [], []
+    for cell in nb.cells:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid is not None and gid in seen:
+            dropped.append(gid)
+            continue
+        seen.add(gid)
+        kept.append(cell)
+    nb.cells = kept
+    return dropped

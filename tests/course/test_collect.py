@@ -142,3 +142,27 @@ def test_canvas_anonymous_download_is_refused_saying_what_to_download(tmp_path, 
     assert "turn off 'Graders cannot view student names' in the assignment's settings" in proc.stderr
     assert "Download Submissions again: that zip names each file <name>_<user id>_<submission id>_" in proc.stderr
     assert not (course / "submitted").exists() and not (course / "submissions.csv").exists()
+
+
+NAMES = [  # what Canvas and Moodle write, and what they do not
+    "lovelaceada_1001_9001_copying.ipynb", "lovelaceada_LATE_1001_9001_copying-2.ipynb",
+    "lovelaceada_late_1001_9001_copying (1).ipynb", "lovelaceada_1001_9001_notes.pdf",
+    "lovelaceada_1001_9001_copying.IPYNB", "lovelaceada_1001_copying.ipynb", "anon_x1y2_77_copying.ipynb",
+    "lovelaceada_1001_9001_.ipynb", "sub/lovelaceada_1001_9001_copying.ipynb", "copying.ipynb", ".ipynb", "",
+    "Ada Lovelace_1001_assignsubmission_file_/copying.ipynb",
+    "Ada Lovelace_1001_assignsubmission_file_copying.ipynb",
+    "Ada Lovelace_1001_assignsubmission_file_/sub/copying.ipynb",
+    "Ada Lovelace_1001_assignsubmission_onlinetext_/onlinetext.html",
+    "Núñez José_1002_assignsubmission_file_/Exercise 1.ipynb", "Ada Lovelace_assignsubmission_file_/x.ipynb",
+]
+
+
+@pytest.mark.parametrize("regexp", [lms.CANVAS_NAME, lms.MOODLE_NAME], ids=["canvas", "moodle"])
+def test_file_names_are_read_as_nbgraders_file_name_collector_reads_them(regexp):
+    from nbgrader.plugins import FileNameCollectorPlugin
+
+    plugin = FileNameCollectorPlugin(named_regexp=regexp, valid_ext=[".ipynb"])
+    got = {name: collect.file_name_fields(regexp, name) for name in NAMES}
+    assert got == {name: plugin.collect(name) for name in NAMES}
+    assert sum(v is not None for v in got.values()) >= 3  # the names cover matches and refusals alike
+    assert sum(v is None for v in got.values()) >= 5
