@@ -117,7 +117,7 @@ def instrument(steps: Steps) -> None:
     _wrap(sandbox.SandboxKernelManager, "start_kernel", steps, "    kernel: start (bwrap argv, spawn)")
     _wrap(sandbox.SandboxKernelClient, "wait_for_ready", steps, "    kernel: wait until ready")
     _wrap(sandbox.SandboxKernelManager, "_async_cleanup_resources", steps, "    kernel: clean up (probes kept)")
-    _wrap(sandbox.SandboxKernelManager, "_async_shutdown_kernel", steps, "    kernel: shut down")
+    _wrap(sandbox.SandboxKernelManager, "shutdown_kernel", steps, "    kernel: shut down")
     from nbconvert.preprocessors import ExecutePreprocessor
 
     original = ExecutePreprocessor.preprocess_cell

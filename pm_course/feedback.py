@@ -39,6 +39,7 @@ import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.preprocessors import Preprocessor
 from nbformat.v4 import new_output
+from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from traitlets import Bool, Integer
 
@@ -443,6 +444,39 @@ class MathMLRenderer(IPythonRenderer):
         return tex_to_mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
 
+def _render_markdown(source, attachments, embed_images, path, anchor_link_text, exclude_anchor_links,
+                     lexer_options) -> str:
+    """A markdown cell as HTML, the maths as MathML (not yet sanitised)."""
+    renderer = MathMLRenderer(
+        escape=False, attachments=attachments, embed_images=embed_images, path=path,
+        anchor_link_text=anchor_link_text, exclude_anchor_links=exclude_anchor_links, **lexer_options)
+    return MarkdownWithMath(renderer=renderer).render(source)
+
+
+# Every student's page repeats the assignment's prompts and test cells: each distinct cell is
+# rendered (and sanitised) once per grading process. Both are functions of their arguments only.
+@functools.lru_cache(maxsize=2048)
+def _markdown_html(source, path, anchor_link_text, exclude_anchor_links, lexer_options) -> str:
+    """A markdown cell without attachments, rendered and sanitised."""
+    return sanitize(_render_markdown(source, {}, False, path, anchor_link_text, exclude_anchor_links,
+                                     dict(lexer_options)))
+
+
+@functools.lru_cache(maxsize=2048)
+def _highlighted(source, language, magics_language, formatter_options) -> str:
+    highlight = Highlight2HTML(pygments_lexer=language, extra_formatter_options=dict(formatter_options))
+    return highlight(source, language, {"magics_language": magics_language} if magics_language else None)
+
+
+class RememberedHighlight(Highlight2HTML):
+    """nbconvert's code highlighter, each distinct cell highlighted once per process."""
+
+    def __call__(self, source, language=None, metadata=None):
+        magics = metadata.get("magics_language") if metadata else None
+        return _highlighted(source, language or self.pygments_lexer, magics,
+                            tuple(sorted(self.extra_formatter_options.items())))
+
+
 class FeedbackExporter(HTMLExporter):
     """nbgrader's feedback exporter (HTML): compiled templates reused, no idle second pass, maths as MathML.
 
@@ -468,16 +502,17 @@ class FeedbackExporter(HTMLExporter):
         if not self.mathml:
             return super().markdown2html(context, source)
         cell = context.get("cell", {})
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
         # any markdown cell of a student's notebook may be the student's: its raw HTML sanitised once rendered
-        return sanitize(self._markdown(cell, context, source))
+        if cell.get("attachments") or self.embed_images:  # the page reads more than the source
+            return sanitize(self._markdown(cell, context, source))
+        return _markdown_html(source, path, self.anchor_link_text, self.exclude_anchor_links,
+                              tuple(sorted(self.lexer_options.items())))
 
     def _markdown(self, cell, context, source):
-        renderer = MathMLRenderer(
-            escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
-            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
-            anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
-            **self.lexer_options)
-        return MarkdownWithMath(renderer=renderer).render(source)
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        return _render_markdown(source, cell.get("attachments", {}), self.embed_images, path, self.anchor_link_text,
+                                self.exclude_anchor_links, self.lexer_options)
 
     def from_notebook_node(self, nb, resources=None, **kw):
         """The page HTMLExporter makes, without its second pass when that pass has nothing to do.
@@ -488,14 +523,13 @@ class FeedbackExporter(HTMLExporter):
         HTMLExporter does it; when the page has neither, it is returned as it
         is, otherwise HTMLExporter makes it again, second pass included.
         """
-        from nbconvert.filters.highlight import Highlight2HTML
         from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
         given = dict(resources or {})
         nb = _inert_outputs(nb)
         try:  # HTMLExporter.from_notebook_node up to the second pass
             info = nb.metadata.get("language_info", {})
-            self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(
+            self.register_filter("highlight_code", self.filters.get("highlight_code", RememberedHighlight(
                 pygments_lexer=info.get("pygments_lexer", info.get("name")), parent=self)))
             resources = self._init_resources(resources)
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
