@@ -456,9 +456,10 @@ def _render_markdown(source, attachments, embed_images, path, anchor_link_text, 
 # Every student's page repeats the assignment's prompts and test cells: each distinct cell is
 # rendered (and sanitised) once per grading process. Both are functions of their arguments only.
 @functools.lru_cache(maxsize=2048)
-def _markdown_html(source, path, anchor_link_text, exclude_anchor_links, lexer_options) -> str:
-    """A markdown cell without attachments, rendered and sanitised."""
-    return sanitize(_render_markdown(source, {}, False, path, anchor_link_text, exclude_anchor_links,
+def _markdown_html(source, anchor_link_text, exclude_anchor_links, lexer_options) -> str:
+    """A markdown cell without attachments, rendered and sanitised (the notebook's folder is read only to
+    embed images, which this exporter does not)."""
+    return sanitize(_render_markdown(source, {}, False, "", anchor_link_text, exclude_anchor_links,
                                      dict(lexer_options)))
 
 
@@ -502,11 +503,10 @@ class FeedbackExporter(HTMLExporter):
         if not self.mathml:
             return super().markdown2html(context, source)
         cell = context.get("cell", {})
-        path = context.get("resources", {}).get("metadata", {}).get("path", "")
         # any markdown cell of a student's notebook may be the student's: its raw HTML sanitised once rendered
         if cell.get("attachments") or self.embed_images:  # the page reads more than the source
             return sanitize(self._markdown(cell, context, source))
-        return _markdown_html(source, path, self.anchor_link_text, self.exclude_anchor_links,
+        return _markdown_html(source, self.anchor_link_text, self.exclude_anchor_links,
                               tuple(sorted(self.lexer_options.items())))
 
     def _markdown(self, cell, context, source):

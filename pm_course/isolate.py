@@ -132,6 +132,12 @@ def _source_notebook(assignment: str, notebook: str):
     return nbformat.read(exercises_dir() / assignment / f"{notebook}.ipynb", as_version=4)
 
 
+@functools.cache
+def _instructor_code(assignment: str, notebook: str, grade_id: str) -> str:
+    """:func:`instructor_source` of the source notebook: worked out once per process, not once per student."""
+    return instructor_source(_source_notebook(assignment, notebook), grade_id)
+
+
 class HandInstructorVersions(Preprocessor):
     """Autograde step: put the instructor's earlier functions at the top of each test cell."""
 
@@ -139,15 +145,15 @@ class HandInstructorVersions(Preprocessor):
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
-        self._source = _source_notebook(info["assignment"], info["notebook"])
-        self._ids = {_meta(c)["grade_id"] for c in self._source.cells if is_test(c)}
+        self._notebook = (info["assignment"], info["notebook"])
+        self._ids = {_meta(c)["grade_id"] for c in _source_notebook(*self._notebook).cells if is_test(c)}
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
         gid = _meta(cell).get("grade_id")
         if is_test(cell) and gid in self._ids and "judging(" in cell.source:
             cell.source = quiet_hidden_tests(cell.source)
-            code = instructor_source(self._source, gid)
+            code = _instructor_code(*self._notebook, gid)
             if code:
                 cell.source = f'__import__("attnlib.checks").checks._offer({code!r})  {MARK}\n' + cell.source
         return cell, resources

@@ -108,16 +108,26 @@ def make_cgroup(name: str) -> list[Path]:
     return made
 
 
-def remove_cgroup(groups: list[Path]) -> None:
+def remove_cgroup(groups: list[Path], wait: float = 5.0) -> None:
+    """Remove a sandbox's cgroups, waiting up to ``wait`` seconds for its last processes to be gone.
+
+    The PID namespace is torn down with the kernel, a few milliseconds after
+    the kernel is killed: the first look comes after 1 ms, and the wait doubles
+    up to 0.1 s (a fixed 0.1 s cost one notebook in five a tenth of a second).
+    """
     for group in groups:
-        for _ in range(50):  # the PID namespace is torn down with the kernel; give it a moment
+        deadline, pause = time.monotonic() + wait, 0.001
+        while True:
             try:
                 group.rmdir()
                 break
             except FileNotFoundError:
                 break
             except OSError:
-                time.sleep(0.1)
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(pause)
+                pause = min(2 * pause, 0.1)
 
 
 def unsafe() -> bool:
@@ -531,6 +541,10 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_wait(pollinterval=min(pollinterval, 0.01))
 
     async def _async_cleanup_resources(self, restart=False):
+        if not restart and getattr(self, "_created_context", False) and not self.context.closed:
+            # the kernel is gone: what its sockets still hold (a heartbeat's ping) can never be
+            # delivered, and jupyter_client's destroy(linger=100) waited 0.1 s for it
+            self.context.destroy(linger=0)
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_runtime", None):
             graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
