@@ -333,7 +333,8 @@ def rows_term(students: int | None = None, rounds: int | None = None) -> list[tu
     case = f"term: {students}x{len(assignments)} notebooks via Canvas, {rounds} round(s)"
 
     def detail(key):
-        return f"{rate[key]:.1f} notebooks/min, the term in {wall[key] / 60:.1f} min, ok={ok[key]}"
+        each = "" if rounds == 1 else " (rounds: " + ", ".join(f"{n / r[0] * 60:.0f}" for r in runs[key]) + ")"
+        return f"{rate[key]:.1f} notebooks/min{each}, the term in {wall[key] / 60:.1f} min, ok={ok[key]}"
 
     cpu = {key: statistics.median(r[3] for r in rs) for key, rs in runs.items()}
 
