@@ -96,6 +96,6 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # a written answer that no one has reviewed yet says so on the feedback page (after GetGrades)
-from pm_course.review import AwaitingReview  # noqa: E402
+from pm_course.feedback import AwaitingReview  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, AwaitingReview]

@@ -379,6 +379,32 @@ class HideHiddenTests(Preprocessor):
         return ename, evalue  # a visible check: its own message
 
 
+# an answer not reviewed yet says so (after nbgrader's GetGrades), rather than a bare score of 0
+AWAITING = "Awaiting review by your instructor: this answer's points are not counted yet."
+
+
+class AwaitingReview(Preprocessor):
+    """Feedback (after GetGrades): a written answer not reviewed yet says so, rather than a bare score of 0."""
+
+    enabled = True  # nbconvert skips preprocessors that are not enabled
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        from .reviews import awaiting
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if not (meta.get("grade") and meta.get("solution")):
+                    continue
+                grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"], info["student"])
+                if awaiting(grade):
+                    meta["comment"] = AWAITING + (f"\n\n{meta['comment']}" if meta.get("comment") else "")
+        return nb, resources
+
+
 class _CompiledTemplates(jinja2.BytecodeCache):
     """Compiled templates in memory, for the life of the grading process.
 

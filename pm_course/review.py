@@ -28,8 +28,6 @@ import math
 import re
 from pathlib import Path
 
-from nbconvert.preprocessors import Preprocessor
-
 from . import state
 from .course import COURSE, CourseError, assignment_names
 from .reviews import (REVIEW, answer_record, awaiting, digest, graded_answers, notebook_stem, open_gradebook,
@@ -361,27 +359,3 @@ def _out_of_date(rows: dict, entries: list) -> list[str]:
         lines.append(f"{len(found)} row(s) out of date: export and feedback refuse them until pm-course grade"
                      " (or --force leaves them out).")
     return lines
-
-
-# --- the feedback page: an answer not reviewed yet says so ---------------------------------
-AWAITING = "Awaiting review by your instructor: this answer's points are not counted yet."
-
-
-class AwaitingReview(Preprocessor):
-    """Feedback (after GetGrades): a written answer not reviewed yet says so, rather than a bare score of 0."""
-
-    enabled = True  # nbconvert skips preprocessors that are not enabled
-
-    def preprocess(self, nb, resources):
-        from nbgrader.api import Gradebook
-
-        info = resources["nbgrader"]
-        with Gradebook(info["db_url"]) as gradebook:
-            for cell in nb.cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if not (meta.get("grade") and meta.get("solution")):
-                    continue
-                grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"], info["student"])
-                if awaiting(grade):
-                    meta["comment"] = AWAITING + (f"\n\n{meta['comment']}" if meta.get("comment") else "")
-        return nb, resources
