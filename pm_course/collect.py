@@ -228,7 +228,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         if parsed is None:
             found.why_unused[name] = (f"not a notebook ({Path(name).suffix or 'no extension'})"
                                       if Path(name).suffix != ".ipynb" else f"not named the way {source.title()} names submissions")
-            other = re.match(lms.CANVAS_NAME if source == "canvas" else lms.MOODLE_NAME, name)
+            other = re.match(regexp, name)
             if other and Path(name).suffix != ".ipynb":  # a student's file in place of the notebook, maybe
                 others.setdefault(other["student_id"], []).append((member, other.groupdict()))
             continue

@@ -37,10 +37,10 @@ import shutil
 
 import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
-from nbconvert.preprocessors import Preprocessor
-from nbformat.v4 import new_output
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.preprocessors import Preprocessor
+from nbformat.v4 import new_output
 from traitlets import Bool, Integer
 
 try:

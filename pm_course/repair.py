@@ -35,7 +35,6 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 
 from .feedback import HIDDEN  # a hidden-test region, markers included
-from .submissions import drop_duplicate_cells  # noqa: F401 -- kept importable from here
 
 # what the last autograde of each (assignment, student) repaired, and why one could not be matched;
 # filled in the process that runs nbgrader (a grading worker), read there by pm_course.grade
