@@ -7,6 +7,7 @@
     pm-course review ASSIGNMENT [--apply SHEET]             # score the written answers
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
     pm-course feedback                                      # each page packed as the LMS takes it
+    pm-course push --to canvas --assignment A [--apply]     # grades and pages into the LMS: a preview, then --apply
     pm-course book                                          # the course edition of the site
     pm-course status                                        # per assignment: graded, failed, to review
 
@@ -32,6 +33,8 @@ A term with an LMS:
   pm-course review 02_averaging --apply course/review/02_averaging.csv
   pm-course export --to canvas gradebook.csv  course/export/canvas-grades.csv, for Grades > Import
   pm-course feedback                          course/export/feedback-canvas-<assignment>.zip, for Re-upload submissions
+  pm-course push --to canvas --assignment 02_averaging [--apply]
+                                              or, through the LMS's API: a preview, then --apply writes it
   pm-course status                            per assignment: submissions, graded, failed, awaiting review
 
 The course file (course.toml at the repository's root, or --config FILE) says what
@@ -208,6 +211,26 @@ def parser() -> argparse.ArgumentParser:
                    help="the folder to write to (default: course/export/)")
     _late_options(p)
 
+    p = sub.add_parser("push", parents=[wait], help="grades, comments and feedback pages into Canvas or Moodle (API)",
+                       description="Send one assignment's grades (on the LMS's points), comments and feedback pages"
+                                   " to Canvas (canvasapi) or Moodle (web services). Without --apply: read the LMS"
+                                   " and print what would change, student by student, saving that preview; with"
+                                   " --apply: write exactly the preview (refused, naming who, if the LMS or the"
+                                   " grades changed since), reading each grade back. A grade changed in the LMS"
+                                   " since pm-course last put one there, and an excusal, are kept. Rate limits are"
+                                   " waited out; an interrupted --apply is finished by the next. The course file's"
+                                   " [canvas] or [moodle] table says where (url, course); the token comes from"
+                                   " $CANVAS_API_TOKEN / $MOODLE_TOKEN or --token-file, never the command line.")
+    p.add_argument("--to", required=True, choices=("canvas", "moodle"), help="the LMS")
+    p.add_argument("--assignment", required=True, metavar="A", help="the assignment to push")
+    p.add_argument("--apply", action="store_true", help="write the saved preview (default: preview only)")
+    p.add_argument("--token-file", type=Path, metavar="FILE", default=None,
+                   help="read the API token from FILE (default: $CANVAS_API_TOKEN or $MOODLE_TOKEN)")
+    p.add_argument("--overwrite-lms-edits", action="store_true",
+                   help="replace a grade changed in the LMS since pm-course last put one there (default: keep"
+                        " and list it; an excusal is always kept)")
+    _late_options(p)
+
     p = sub.add_parser("review", parents=[wait], help="score the written answers: a sheet to fill in, then --apply it",
                        description="Write course/review/ASSIGNMENT.csv (student_id, cell, max_points, points,"
                                    " comment, answer: one row per student and written answer; points empty until"
@@ -331,6 +354,14 @@ def _run(args: argparse.Namespace) -> None:
         sync()
 
         pack_feedback(args.output, Late.of(args.late_penalty, args.due, args.times), force=args.force)
+    elif args.command == "push":
+        from .export import Late
+        from .push import push
+        from .reviews import sync
+
+        sync()
+        push(args.to, args.assignment, apply=args.apply, overwrite_lms_edits=args.overwrite_lms_edits,
+             token_file=args.token_file, late=Late.of(args.late_penalty, args.due, args.times), force=args.force)
     elif args.command == "review":
         from . import review
 

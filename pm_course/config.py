@@ -10,8 +10,15 @@ one. Every key is optional::
     due = 2025-03-03T23:59:00
     canvas = "01_copying (4401)"            # the gradebook column this assignment fills
     moodle = "Exercise 1: Copying"          # the Moodle assignment (its worksheet's file name says it)
+    moodle_id = 77                          # its id in Moodle's web services (pm-course push)
     [extensions.garciaeva_107]              # a student's own due dates (by the course's student id)
     04_noisy_keys = 2025-03-13T23:59:00
+    [canvas]                                # where pm-course push sends grades (the token: $CANVAS_API_TOKEN)
+    url = "https://canvas.example.edu"
+    course = 1234                           # the course's id (its address: /courses/1234)
+    [moodle]                                # the token: $MOODLE_TOKEN
+    url = "https://moodle.example.edu"
+    course = 12
 
 A due date is a TOML date-time (``2025-03-03T23:59:00``, or with a UTC offset),
 a string in the same form (``"2025-03-03 23:59"``), or a date alone (the end of
@@ -21,6 +28,7 @@ bad time zone is an error that names it and the file.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -30,8 +38,9 @@ from pathlib import Path
 from .course import ROOT, CourseError, assignment_names
 
 FILE_NAME = "course.toml"
-TOP_KEYS = ("timezone", "late_penalty", "assignments", "extensions")
-ASSIGNMENT_KEYS = ("due", "canvas", "moodle")
+TOP_KEYS = ("timezone", "late_penalty", "assignments", "extensions", "canvas", "moodle")
+ASSIGNMENT_KEYS = ("due", "canvas", "moodle", "moodle_id")
+LMS_KEYS = ("url", "course")
 
 
 def path() -> Path:
@@ -47,6 +56,21 @@ class Assignment:
     due: datetime | None = None
     canvas: str | None = None   # the Canvas gradebook's column, e.g. "Exercise 4: Noisy keys (4404)"
     moodle: str | None = None   # the Moodle assignment's name, as its grading worksheet's file name has it
+    moodle_id: int | None = None  # the Moodle assignment's id in its web services (pm-course push)
+
+    @property
+    def canvas_id(self) -> int | None:
+        """The Canvas assignment's id: the number ending its gradebook column ("... (4404)"), if any."""
+        found = re.search(r"\((\d+)\)\s*$", self.canvas or "")
+        return int(found.group(1)) if found else None
+
+
+@dataclass
+class Server:
+    """An LMS's address and course (``[canvas]``, ``[moodle]``): where ``pm-course push`` sends grades."""
+
+    url: str
+    course: int
 
 
 @dataclass
@@ -58,6 +82,7 @@ class Course:
     late_penalty: float | None = None   # percent of the score per day late, for export and feedback alike
     assignments: dict[str, Assignment] = field(default_factory=dict)
     extensions: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    servers: dict[str, Server] = field(default_factory=dict)  # "canvas", "moodle": the [canvas] and [moodle] tables
 
     def assignment(self, name: str) -> Assignment:
         """The settings of assignment ``name`` (all None when the file does not mention it)."""
@@ -194,9 +219,18 @@ def load(file: Path | None = None) -> Course:
         for key in ("canvas", "moodle"):
             if key in table and not (isinstance(table[key], str) and table[key].strip()):
                 raise CourseError(f"{where}: {key} = {table[key]!r}: expected the LMS's name for it, in quotes")
+        moodle_id = table.get("moodle_id")
+        if moodle_id is not None and (isinstance(moodle_id, bool) or not isinstance(moodle_id, int) or moodle_id < 1):
+            raise CourseError(f"{where}: moodle_id = {moodle_id!r}: expected the assignment's id in Moodle, a whole"
+                              " number (its address: /mod/assign/view.php?id=... is the course module's, not it;"
+                              " pm-course push lists the course's assignments with their ids)")
         config.assignments[name] = Assignment(
             due=parse_due(table["due"], f"{where} due", config.timezone) if "due" in table else None,
-            canvas=table.get("canvas", "").strip() or None, moodle=table.get("moodle", "").strip() or None)
+            canvas=table.get("canvas", "").strip() or None, moodle=table.get("moodle", "").strip() or None,
+            moodle_id=moodle_id)
+    for kind in ("canvas", "moodle"):
+        if kind in data:
+            config.servers[kind] = _server(data[kind], f"{file}: [{kind}]")
     columns = [a.canvas for a in config.assignments.values() if a.canvas]
     twice = sorted({c for c in columns if columns.count(c) > 1})
     if twice:
@@ -223,6 +257,23 @@ def load(file: Path | None = None) -> Course:
     return config
 
 
+def _server(table, where: str) -> Server:
+    """A ``[canvas]`` or ``[moodle]`` table: the LMS's address and the course's id there (never a token)."""
+    if not isinstance(table, dict):
+        raise CourseError(f"{where} must be a table with url and course, not {table!r}")
+    if any("token" in str(k).lower() for k in table):
+        raise CourseError(f"{where}: a token does not belong in the course file (it is read by others, and kept in"
+                          " git): set $CANVAS_API_TOKEN or $MOODLE_TOKEN, or pass --token-file; remove it here")
+    _check_keys(table, LMS_KEYS, where)
+    url, course = table.get("url"), table.get("course")
+    if not (isinstance(url, str) and re.match(r"https?://[^/\s]+", url.strip())):
+        raise CourseError(f"{where}: url = {url!r}: expected the LMS's address, e.g. url = \"https://canvas.example.edu\"")
+    if isinstance(course, bool) or not isinstance(course, int) or course < 1:
+        raise CourseError(f"{where}: course = {course!r}: expected the course's id, a whole number (in its"
+                          " address: /courses/1234 on Canvas, /course/view.php?id=12 on Moodle)")
+    return Server(url.strip().rstrip("/"), course)
+
+
 def template(names: list[str] | None = None) -> str:
     """The commented course file ``pm-course init`` writes, one table per assignment."""
     names = assignment_names() if names is None else names
@@ -244,6 +295,16 @@ def template(names: list[str] | None = None) -> str:
         "#   canvas  the Canvas gradebook column it fills, exactly as in the gradebook export's header",
         "#           (default: the column named \"<assignment> (<id>)\"; else export refuses)",
         "#   moodle  the Moodle assignment's name, as in its grading worksheet's file name",
+        "#   moodle_id  its id in Moodle's web services (for pm-course push --to moodle)",
+        "",
+        "# Where pm-course push sends grades and feedback (the tokens come from $CANVAS_API_TOKEN or",
+        "# $MOODLE_TOKEN, or --token-file: never write one in this file):",
+        "# [canvas]",
+        "# url = \"https://canvas.example.edu\"",
+        "# course = 1234",
+        "# [moodle]",
+        "# url = \"https://moodle.example.edu\"",
+        "# course = 12",
     ]
     for name in names:
         lines += ["", f"[assignments.{name}]", "# due = 2025-03-03T23:59:00", f'# canvas = "{name} (1234)"']

@@ -1,0 +1,590 @@
+"""Grades and feedback into Canvas or Moodle through their APIs (``pm-course push``): a preview, then ``--apply``.
+
+    pm-course push --to canvas --assignment 01_copying            # preview: what would change, student by student
+    pm-course push --to canvas --assignment 01_copying --apply    # write exactly that preview
+
+What a push never does:
+
+- **overwrite the LMS's own values.** ``course/export/pushed.json`` keeps what
+  pm-course last put in each LMS cell (pushed here, or exported as a file:
+  ``exported.json``). A grade in the LMS that is none of those (fixed in
+  SpeedGrader or Moodle's grader) and an excused submission are kept and
+  listed, unless ``--overwrite-lms-edits`` (an excusal is always kept).
+- **write what the preview did not show.** ``--apply`` reads the LMS again and
+  recomputes the plan; if a student's cell or grade changed since the preview
+  (someone else graded, a regrade), it refuses, naming each, and writes nothing.
+- **lose track.** Each student's writes are recorded in a journal as they are
+  read back; an interrupted ``--apply`` (a network error, Ctrl-C) is finished by
+  the next one, which writes only what is missing. A write the LMS answered
+  but did not keep (read back: another value) is reported, never counted done.
+- **take a token from the command line or the course file.** ``$CANVAS_API_TOKEN``
+  / ``$MOODLE_TOKEN`` or ``--token-file``; it is never written anywhere.
+
+Rate limits (HTTP 429, or Canvas's older 403 "Rate Limit Exceeded") are waited
+out and the same request sent again; the command exits non-zero, naming each
+student, when anything was not pushed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import exported, state
+from .config import Course
+from .course import COURSE, CourseError, assignment_names, expected_notebooks
+from .export import EXPORT, Late, comment, fresh, notice_page, with_summary
+from .grades import entries as grade_entries
+from .submissions import GRADED
+
+PUSH = EXPORT / "push"
+RECORD = EXPORT / "pushed.json"
+TOKENS = {"canvas": "CANVAS_API_TOKEN", "moodle": "MOODLE_TOKEN"}
+NAMES = {"canvas": "Canvas", "moodle": "Moodle"}
+BACKOFF = float(os.environ.get("PM_PUSH_BACKOFF", "2"))  # seconds before the first retry after a rate limit
+TRIES = 6
+
+
+class RateLimited(Exception):
+    """The LMS said: too many requests (nothing was done); wait and send the same request again."""
+
+
+class Interrupted(Exception):
+    """The connection failed mid-push: what was read back is journalled, the next push finishes the rest."""
+
+
+# --- what the LMS holds ---------------------------------------------------------
+@dataclass
+class Cell:
+    """One student's grade in the LMS: ``grade`` as it shows it ("" for none), ``excused``."""
+
+    grade: str = ""
+    excused: bool = False
+
+
+def _number(text) -> float | None:
+    try:
+        return float(str(text).strip().replace(",", "."))
+    except ValueError:
+        return None
+
+
+def same(a, b) -> bool:
+    """Two grades equal as the LMS keeps them (to a hundredth of a point)."""
+    x, y = _number(a), _number(b)
+    return x is not None and y is not None and abs(x - y) < 0.005
+
+
+def points(x: float) -> str:
+    """A grade as it is posted: ``8.5``, ``7``."""
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def _retry(call, what: str):
+    """``call()``, waiting out rate limits (doubling from :data:`BACKOFF` s, :data:`TRIES` times)."""
+    wait = BACKOFF
+    for attempt in range(TRIES):
+        try:
+            return call()
+        except RateLimited as err:
+            if attempt == TRIES - 1:
+                raise Interrupted(f"{what}: still rate limited after {TRIES} tries ({err})") from None
+            print(f"  rate limited ({err}): waiting {wait:g} s, then {what} again")
+            time.sleep(wait)
+            wait *= 2
+    raise AssertionError("unreachable")
+
+
+class Canvas:
+    """One Canvas assignment, through ``canvasapi`` (the REST API)."""
+
+    name = "Canvas"
+
+    def __init__(self, server, token: str, assignment_id: int):
+        from canvasapi import Canvas as Client
+
+        self.client = Client(server.url, token)
+        self.course_id, self.assignment_id = server.course, assignment_id
+        self.assignment = self._call(lambda: self.client.get_course(server.course).get_assignment(assignment_id),
+                                     f"reading assignment {assignment_id}")
+
+    def _call(self, call, what: str):
+        from canvasapi.exceptions import CanvasException, Forbidden, InvalidAccessToken, RateLimitExceeded
+        from canvasapi.exceptions import ResourceDoesNotExist, Unauthorized
+        from requests.exceptions import ConnectionError, Timeout
+
+        def once():
+            try:
+                return call()
+            except RateLimitExceeded as err:
+                raise RateLimited(str(err)) from None
+            except Forbidden as err:
+                if "Rate Limit Exceeded" in str(err):  # older Canvas: 403 for a rate limit
+                    raise RateLimited("403 Rate Limit Exceeded") from None
+                raise CourseError(f"Canvas refused {what}: forbidden (does the token's user teach the course?)"
+                                  ) from None
+            except (InvalidAccessToken, Unauthorized):
+                raise CourseError(f"Canvas refused the token ({what}): make a new one (Account > Settings > New"
+                                  " access token) and set $CANVAS_API_TOKEN") from None
+            except ResourceDoesNotExist:
+                raise CourseError(f"Canvas has no such thing ({what}): check [canvas] course and the assignment's"
+                                  " column id in the course file") from None
+            except (ConnectionError, Timeout) as err:
+                raise Interrupted(f"{what}: {type(err).__name__}") from None
+            except CanvasException as err:
+                raise CourseError(f"Canvas answered an error ({what}): {err}") from None
+        return _retry(once, what)
+
+    def points(self) -> float | None:
+        value = getattr(self.assignment, "points_possible", None)
+        return None if value is None else float(value)
+
+    def posting(self) -> str:
+        if getattr(self.assignment, "post_manually", False):
+            return ("Canvas posts this assignment's grades manually: the grades and comments pushed stay hidden from"
+                    " students until you post them (Grades > the column's menu > Post grades). push never posts.")
+        return ""
+
+    def cells(self) -> dict[str, Cell]:
+        def read():
+            return {str(s.user_id): self._cell(s) for s in self.assignment.get_submissions(per_page=100)}
+        return self._call(read, "reading the submissions")
+
+    @staticmethod
+    def _cell(sub) -> Cell:
+        score = getattr(sub, "score", None)
+        return Cell("" if score is None else points(float(score)), bool(getattr(sub, "excused", False)))
+
+    def read(self, uid: str) -> Cell:
+        return self._cell(self._call(lambda: self.assignment.get_submission(int(uid)), f"reading {uid}'s grade"))
+
+    def write_grade(self, uid: str, grade: str, text: str) -> None:
+        """The grade and the comment's text in one PUT."""
+        from canvasapi.submission import Submission
+
+        sub = Submission(self.assignment._requester, {"course_id": self.course_id, "assignment_id":
+                                                      self.assignment_id, "user_id": int(uid)})
+        self._call(lambda: sub.edit(submission={"posted_grade": grade}, comment={"text_comment": text}),
+                   f"writing {uid}'s grade")
+
+    def write_page(self, uid: str, page: Path) -> None:
+        """The feedback page as a comment's file (Canvas's three-step upload, then the comment)."""
+        from canvasapi.submission import Submission
+
+        sub = Submission(self.assignment._requester, {"course_id": self.course_id, "assignment_id":
+                                                      self.assignment_id, "user_id": int(uid)})
+        done, _ = self._call(lambda: sub.upload_comment(str(page)), f"uploading {uid}'s feedback page")
+        if not done:
+            raise CourseError(f"Canvas did not take {uid}'s feedback page (its upload answered no file)")
+
+
+class Moodle:
+    """One Moodle assignment, through Moodle's REST web services (``requests``)."""
+
+    name = "Moodle"
+
+    def __init__(self, server, token: str, assignment_id: int):
+        import requests
+
+        self.http, self.url, self.token, self.id = requests.Session(), server.url, token, assignment_id
+        self.course = server.course
+        found = self._call("mod_assign_get_assignments", {"courseids[0]": self.course})
+        mine = [a for c in found.get("courses", []) for a in c.get("assignments", []) if a.get("id") == self.id]
+        if not mine:
+            ids = ", ".join(f"{a.get('id')} ({a.get('name')})" for c in found.get("courses", [])
+                            for a in c.get("assignments", []))
+            raise CourseError(f"Moodle course {self.course} has no assignment {self.id}: its assignments are"
+                              f" {ids or 'none this token can see'}; set moodle_id in the course file")
+        self.meta = mine[0]
+        participants = self._call("mod_assign_list_participants", {"assignid": self.id, "groupid": 0, "filter": ""})
+        self.users = {str(p["recordid"]): str(p["id"]) for p in participants if p.get("recordid") is not None}
+
+    def _post(self, path: str, data: dict, files=None):
+        import requests
+
+        try:
+            answer = self.http.post(self.url + path, data=data, files=files, timeout=60)
+        except (requests.ConnectionError, requests.Timeout) as err:
+            raise Interrupted(f"{path}: {type(err).__name__}") from None
+        if answer.status_code == 429 or (answer.status_code == 403 and "Rate Limit" in answer.text):
+            raise RateLimited(f"HTTP {answer.status_code}")
+        if answer.status_code != 200:
+            raise CourseError(f"Moodle answered HTTP {answer.status_code} to {path}")
+        try:
+            return answer.json()
+        except ValueError:
+            raise CourseError(f"Moodle's answer to {path} is not JSON: is [moodle] url the site's address?") from None
+
+    def _call(self, function: str, params: dict):
+        data = {"wstoken": self.token, "wsfunction": function, "moodlewsrestformat": "json", **params}
+
+        def once():
+            out = self._post("/webservice/rest/server.php", data)
+            if isinstance(out, dict) and "exception" in out:
+                code = out.get("errorcode", "")
+                if code in ("invalidtoken", "accessexception"):
+                    raise CourseError(f"Moodle refused the token ({function}: {out.get('message')}): make a"
+                                      " web-service token (Site administration > Server > Web services >"
+                                      " Manage tokens) and set $MOODLE_TOKEN")
+                raise CourseError(f"Moodle answered an error to {function}: {out.get('message')} ({code})")
+            return out
+        return _retry(once, function)
+
+    def points(self) -> float | None:
+        grade = _number(self.meta.get("grade"))
+        if grade is not None and grade < 0:
+            raise CourseError(f"Moodle assignment {self.id} is graded with a scale, not points: push sends points;"
+                              " export the grading worksheet instead (pm-course export --to moodle)")
+        return grade
+
+    def posting(self) -> str:
+        if self.meta.get("markingworkflow"):
+            return ("Moodle's marking workflow is on for this assignment: the grades pushed reach students when"
+                    " you release them (workflow state Released).")
+        return ""
+
+    def cells(self) -> dict[str, Cell]:
+        got = self._call("mod_assign_get_grades", {"assignmentids[0]": self.id})
+        by_user = {str(g["userid"]): g.get("grade", "") for a in got.get("assignments", [])
+                   for g in a.get("grades", [])}
+        out = {}
+        for participant, uid in self.users.items():
+            value = _number(by_user.get(uid, ""))
+            out[participant] = Cell("" if value is None or value < 0 else points(value))
+        return out
+
+    def read(self, participant: str) -> Cell:
+        return self.cells().get(participant, Cell())
+
+    def write(self, participant: str, grade: str, text: str, page: Path | None) -> None:
+        """Grade, comment and feedback file in one ``mod_assign_save_grades`` (the file uploaded to a draft first)."""
+        uid = self.users[participant]
+        params = {"assignmentid": self.id, "applytoall": 0, "grades[0][userid]": uid, "grades[0][grade]": grade,
+                  "grades[0][attemptnumber]": -1, "grades[0][addattempt]": 0, "grades[0][workflowstate]": "",
+                  "grades[0][plugindata][assignfeedbackcomments_editor][text]": text,
+                  "grades[0][plugindata][assignfeedbackcomments_editor][format]": 1}
+        if page is not None:
+            def upload():
+                with page.open("rb") as f:
+                    return self._post("/webservice/upload.php", {"token": self.token, "filearea": "draft",
+                                                                 "itemid": 0}, files={"file_1": (page.name, f)})
+            out = _retry(upload, f"uploading {participant}'s feedback page")
+            if not (isinstance(out, list) and out and "itemid" in out[0]):
+                raise CourseError(f"Moodle did not take {participant}'s feedback page: {str(out)[:200]}")
+            params["grades[0][plugindata][files_filemanager]"] = out[0]["itemid"]
+        self._call("mod_assign_save_grades", params)
+
+
+# --- the plan ---------------------------------------------------------------------
+@dataclass
+class Row:
+    """What push does for one student: ``action`` write, same (the LMS has it), kept (the LMS's own) or skip."""
+
+    student: str
+    lms_id: str
+    name: str
+    action: str
+    old: str = ""
+    new: str = ""
+    why: str = ""
+    comment: str = ""
+    page: str = ""  # the page's SHA-256 ("" for none)
+
+    def key(self) -> tuple:
+        return (self.action, self.old, self.new, self.page)
+
+
+@dataclass
+class Plan:
+    lms: str
+    assignment: str
+    rows: list[Row] = field(default_factory=list)
+    posting: str = ""
+
+
+def _record() -> dict:
+    try:
+        return json.loads(RECORD.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _ours(record: dict, kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
+    """Every value pm-course put in this cell: pushed (pushed.json) or exported as a file (exported.json)."""
+    pushed = [v["grade"] for v in record.get(kind, {}).get(assignment, {}).get(lms_id, [])]
+    files = exported.load().get(kind, {})
+    column = config.assignment(assignment).canvas or ""
+    key = f"{lms_id}|{column}" if kind == "canvas" else f"{lms_id}|{assignment}"
+    return pushed + files.get(key, [])
+
+
+def _page(entry, text: str) -> str | None:
+    """The feedback page as the student gets it: the comment's text at its top; None when there is none."""
+    stem = Path(expected_notebooks()[entry.assignment]).stem
+    page = COURSE / "feedback" / entry.student / entry.assignment / f"{stem}.html"
+    if entry.status == GRADED:
+        return with_summary(page.read_text(encoding="utf-8"), text) if page.is_file() else None
+    return notice_page(entry, text)
+
+
+def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bool) -> tuple[Plan, dict]:
+    """What push would write now (reading the LMS's cells), and the pages by student."""
+    rows = [e for e in grade_entries() if e.assignment == assignment and e.lms == kind and e.lms_id]
+    if not rows:
+        raise CourseError(f"nothing of {assignment} was collected from {NAMES[kind]}: pm-course collect --from {kind}"
+                          f" ZIP --assignment {assignment}, then pm-course grade, before pushing")
+    rows = fresh(rows, force, "push")
+    late.check([e for e in rows if e.status == GRADED])
+    theirs = lms.points()
+    ours_max = rows[0].max_score or 0
+    scale = 1.0
+    if theirs is not None and ours_max and abs(theirs - ours_max) > 1e-9:
+        if theirs <= 0:
+            raise CourseError(f"{NAMES[kind]}'s assignment is out of {theirs:g} points: cannot put {assignment}'s"
+                              f" {ours_max:g} on it")
+        scale = theirs / ours_max
+        print(f"Rescaled: {NAMES[kind]}'s assignment is out of {theirs:g} points, {assignment} out of"
+              f" {ours_max:g}: scores x {theirs:g}/{ours_max:g}")
+    cells, record, config = lms.cells(), _record(), late.config
+    out, pages = Plan(kind, assignment, posting=lms.posting()), {}
+    for e in sorted(rows, key=lambda e: e.student):
+        row = Row(e.student, e.lms_id, e.name, "skip")
+        out.rows.append(row)
+        if e.lms_id not in cells:
+            row.why = f"not a student of this assignment in {NAMES[kind]}"
+            continue
+        cell = cells[e.lms_id]
+        row.old = "EX" if cell.excused else cell.grade
+        if e.status != GRADED:
+            row.why = {"not submitted": "nothing submitted"}.get(e.status, e.status + (f": {e.reason}" if e.reason
+                                                                                    else ""))
+            continue
+        final, note = late.apply(e)
+        row.new = points(final * scale)
+        row.comment = comment(e, final, note)
+        page = _page(e, row.comment)
+        if page is None:
+            row.why = "no feedback page (grade again to make it)"
+            continue
+        row.page = hashlib.sha256(page.encode()).hexdigest()
+        pages[e.student] = page
+        mine = _ours(record, kind, assignment, e.lms_id, config)
+        last = record.get(kind, {}).get(assignment, {}).get(e.lms_id, [])
+        if cell.excused:
+            row.action, row.why = "kept", "excused in the LMS"
+        elif cell.grade and same(cell.grade, row.new) and last and last[-1].get("page") == row.page:
+            row.action, row.why = "same", "the LMS has it"
+        elif not cell.grade or any(same(cell.grade, v) for v in mine) or same(cell.grade, row.new):
+            row.action = "write"
+        elif overwrite:
+            row.action, row.why = "write", "replaces a grade changed in the LMS (--overwrite-lms-edits)"
+        else:
+            row.action = "kept"
+            row.why = ("changed in the LMS since pm-course's last push" + (f" (pushed {mine[-1]})" if mine else
+                       " (not pushed by pm-course)") + "; --overwrite-lms-edits replaces it")
+    return out, pages
+
+
+def show(p: Plan) -> str:
+    """The preview, one line a student."""
+    lines = [f"{NAMES[p.lms]}: {p.assignment}"]
+    width = max([len(r.student) for r in p.rows] + [7])
+    for r in p.rows:
+        if r.action == "write":
+            what = f"{r.old or '(none)'} -> {r.new}, comment and feedback page" + (f"  ({r.why})" if r.why else "")
+        elif r.action == "same":
+            what = f"{r.old}: unchanged ({r.why})"
+        elif r.action == "kept":
+            what = f"{r.old}: kept, {r.why}" + (f"; pm-course's {r.new}" if r.new else "")
+        else:
+            what = f"skipped: {r.why}"
+        lines.append(f"  {r.student:<{width}}  {what}")
+    counts = {a: sum(r.action == a for r in p.rows) for a in ("write", "same", "kept", "skip")}
+    lines.append(f"{counts['write']} to write, {counts['same']} unchanged, {counts['kept']} kept as the LMS has"
+                 f" them, {counts['skip']} skipped")
+    if p.posting:
+        lines.append(p.posting)
+    return "\n".join(lines)
+
+
+# --- the command ------------------------------------------------------------------
+def token(kind: str, token_file: Path | None) -> str:
+    """The API token: ``--token-file`` (readable by its owner only, else a warning), else the environment."""
+    if token_file is not None:
+        try:
+            text = token_file.read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise CourseError(f"--token-file {token_file}: {err.strerror}") from None
+        if token_file.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
+            print(f"warning: {token_file} can be read by others: chmod 600 {token_file}")
+        if not text:
+            raise CourseError(f"--token-file {token_file} is empty")
+        return text
+    text = os.environ.get(TOKENS[kind], "").strip()
+    if not text:
+        how = ("Canvas: Account > Settings > Approved integrations > New access token" if kind == "canvas" else
+               "Moodle: a web-service token from your administrator (Site administration > Server > Web services >"
+               " Manage tokens), for a service with mod_assign_get_assignments, mod_assign_list_participants,"
+               " mod_assign_get_grades and mod_assign_save_grades, and file uploads")
+        raise CourseError(f"no {NAMES[kind]} token: set ${TOKENS[kind]} or pass --token-file FILE ({how}); a token"
+                          " is never taken from the command line or the course file")
+    return text
+
+
+def _client(kind: str, assignment: str, config: Course, secret: str):
+    server = config.servers.get(kind)
+    where = config.source or "course.toml"
+    if server is None:
+        raise CourseError(f"{where} has no [{kind}] table: add url and course (pm-course init shows them)")
+    settings = config.assignment(assignment)
+    if kind == "canvas":
+        if settings.canvas_id is None:
+            raise CourseError(f"{where}: [assignments.{assignment}] canvas = \"<column> (<id>)\" is needed: its"
+                              " number is the Canvas assignment's id")
+        return Canvas(server, secret, settings.canvas_id)
+    if settings.moodle_id is None:
+        raise CourseError(f"{where}: [assignments.{assignment}] moodle_id is needed: the Moodle assignment's id")
+    return Moodle(server, secret, settings.moodle_id)
+
+
+def _save_json(path: Path, data) -> None:
+    state.write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: bool = False,
+         token_file: Path | None = None, late: Late | None = None, force: bool = False) -> None:
+    """Preview (or, with ``apply``, write) the grades, comments and feedback pages of ``assignment`` in ``kind``.
+
+    Raises
+    ------
+    CourseError
+        When the preview is missing or out of date (``apply``), and at the end when any
+        student's grade was not pushed or not kept, naming each.
+    """
+    if assignment not in assignment_names():
+        raise CourseError(f"--assignment {assignment!r} is not an assignment: expected one of"
+                          f" {', '.join(assignment_names())}")
+    late = late or Late.of()
+    secret = token(kind, token_file)
+    try:
+        lms = _client(kind, assignment, late.config, secret)
+        preview_file = PUSH / f"{kind}-{assignment}.json"
+        journal_file = PUSH / f"{kind}-{assignment}.journal.json"
+        now, pages = plan(kind, assignment, lms, late, overwrite_lms_edits, force)
+        if not apply:
+            print(show(now))
+            _save_json(preview_file, {"made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                      "rows": [asdict(r) for r in now.rows]})
+            print(f"Preview saved ({preview_file}). Nothing was written to {NAMES[kind]}: pm-course push --to {kind}"
+                  f" --assignment {assignment} --apply writes exactly this.")
+            return
+        _apply(lms, now, pages, preview_file, journal_file)
+    except Interrupted as err:
+        raise CourseError(f"push stopped: the connection to {NAMES[kind]} failed ({err}). What was written and read"
+                          " back is recorded; run the same push --apply again to finish the rest.") from None
+
+
+def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) -> None:
+    kind, assignment = now.lms, now.assignment
+    try:
+        preview = json.loads(preview_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CourseError(f"no preview of {assignment} for {NAMES[kind]}: run pm-course push --to {kind} --assignment"
+                          f" {assignment} first (without --apply), read it, then --apply") from None
+    try:
+        journal = json.loads(journal_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        journal = {}
+    if journal and journal.get("preview") != preview["made"]:
+        journal = {}
+    journal.setdefault("preview", preview["made"])
+    done = journal.setdefault("done", {})
+    seen = {r["student"]: Row(**r) for r in preview["rows"]}
+    changed = []
+    for r in now.rows:
+        before = seen.get(r.student)
+        if r.student in done:
+            continue  # written (in part) by an earlier --apply of this preview: finished below
+        if before is None or before.key() != r.key():
+            was = "not in the preview" if before is None else (
+                f"the preview: {before.action} {before.old or '(none)'} -> {before.new or '-'}")
+            changed.append(f"{r.student} ({was}; now: {r.action} {r.old or '(none)'} -> {r.new or '-'})")
+    gone = sorted(set(seen) - {r.student for r in now.rows})
+    changed += [f"{s} (in the preview, not now)" for s in gone]
+    if changed:
+        raise CourseError(f"{NAMES[kind]} or the grades changed since the preview ({preview['made']}), for"
+                          f" {len(changed)} student(s): {'; '.join(changed)}. Nothing was written: run pm-course"
+                          f" push --to {kind} --assignment {assignment} again and read the new preview.")
+    record = _record()
+    cells = record.setdefault(kind, {}).setdefault(assignment, {})
+    failed, wrote = [], 0
+    with tempfile.TemporaryDirectory(prefix="pm-push-") as tmp:
+        for r in now.rows:
+            if r.action != "write":
+                continue
+            step = done.setdefault(r.student, {})
+            page = Path(tmp) / f"feedback-{Path(expected_notebooks()[assignment]).stem}.html"
+            page.write_text(pages[r.student], encoding="utf-8")
+            try:
+                if kind == "canvas":
+                    if not step.get("grade"):
+                        lms.write_grade(r.lms_id, r.new, r.comment)
+                        kept = lms.read(r.lms_id)
+                        if not same(kept.grade, r.new):
+                            failed.append(f"{r.student}: {NAMES[kind]} answered but kept {kept.grade or 'no grade'},"
+                                          f" not {r.new}")
+                            done.pop(r.student)
+                            continue
+                        step["grade"] = r.new
+                        _save_json(journal_file, journal)
+                    lms.write_page(r.lms_id, page)
+                else:
+                    lms.write(r.lms_id, r.new, r.comment, page)
+                    kept = lms.read(r.lms_id)
+                    if not same(kept.grade, r.new):
+                        failed.append(f"{r.student}: {NAMES[kind]} answered but kept {kept.grade or 'no grade'},"
+                                      f" not {r.new}")
+                        done.pop(r.student)
+                        continue
+                    step["grade"] = r.new
+            except Interrupted:
+                _save_json(journal_file, journal)
+                _save_record(record)
+                raise
+            except CourseError as err:
+                failed.append(f"{r.student}: {err}")
+                if not step:
+                    done.pop(r.student)
+                _save_json(journal_file, journal)
+                continue
+            step["page"] = r.page
+            cells.setdefault(r.lms_id, []).append({"grade": r.new, "page": r.page, "at": datetime.now(
+                timezone.utc).isoformat(timespec="seconds")})
+            _save_json(journal_file, journal)
+            _save_record(record)
+            wrote += 1
+            print(f"  {r.student}: {r.old or '(none)'} -> {r.new}, with the comment and feedback page")
+    kept = [r for r in now.rows if r.action == "kept"]
+    if kept:
+        print(f"Kept as {NAMES[kind]} has them ({len(kept)}): " + "; ".join(f"{r.student} {r.old} ({r.why})"
+                                                                          for r in kept))
+    if now.posting:
+        print(now.posting)
+    print(f"Pushed {wrote} grade(s) to {NAMES[kind]} for {assignment}, each read back.")
+    if failed:
+        _save_json(journal_file, journal)
+        raise CourseError(f"not pushed ({len(failed)}): " + "; ".join(failed) + ". Run the same push --apply again"
+                          " to retry them (the others are done).")
+    for path in (journal_file, preview_file):
+        path.unlink(missing_ok=True)
+
+
+def _save_record(record: dict) -> None:
+    _save_json(RECORD, record)
+

@@ -1,0 +1,220 @@
+"""pm-course push against a Canvas and a Moodle on 127.0.0.1 (tests/course/lms_server.py): the real canvasapi and
+requests talk to them; every fault is injected by the server, never mocked inside pm_course.
+
+The class is conftest's: 03_subspace (3 points) collected from Canvas (José 101 solved, Zoë 102 a blank notebook,
+Ann Marie 103 nothing, the test student 999) and from Moodle (participants 201, 202, 203), graded once.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
+from lms_server import FakeLMS
+
+pytest.importorskip("canvasapi")
+TOKEN = "secret-token-123"
+
+
+def run(env, *args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, two_assignments):
+    """A course folder with 03_subspace collected from both LMSs and graded (copied afresh for each test)."""
+    tmp = tmp_path_factory.mktemp("push")
+    env = dict(os.environ, PM_COURSE_DIR=str(tmp / "course"), PM_EXERCISES=str(two_assignments))
+    zips = canvas_zips(tmp / "downloads")
+    for args in (("collect", "--from", "canvas", zips["03_subspace"], "--roster", canvas_gradebook(tmp / "gb.csv")),
+                 ("collect", "--from", "moodle", moodle_zip(tmp / "downloads"), "--assignment", "03_subspace",
+                  "--roster", moodle_worksheet(tmp / "Grades-PM-03_subspace-77.csv")),
+                 ("grade", "--jobs", "2")):
+        proc = run(env, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return tmp, env
+
+
+@pytest.fixture
+def course(graded, tmp_path):
+    """(env, course folder, lms): a copy of the graded course, a server, and a course file pointing at it."""
+    tmp, env = graded
+    folder = tmp_path / "course"
+    shutil.copytree(tmp / "course", folder)
+    with FakeLMS(TOKEN, canvas_users=(101, 102, 103, 999), moodle_participants=(201, 202, 203)) as lms:
+        config = tmp_path / "course.toml"
+        config.write_text(f'timezone = "UTC"\n[canvas]\nurl = "{lms.url}"\ncourse = 1\n[moodle]\nurl = "{lms.url}"\n'
+                          'course = 1\n[assignments.03_subspace]\ncanvas = "03_subspace (502)"\nmoodle_id = 77\n')
+        yield dict(env, PM_COURSE_DIR=str(folder), PM_COURSE_CONFIG=str(config), CANVAS_API_TOKEN=TOKEN,
+                   MOODLE_TOKEN=TOKEN, PM_PUSH_BACKOFF="0.01"), folder, lms
+
+
+def push(env, *extra, to="canvas"):
+    return run(env, "push", "--to", to, "--assignment", "03_subspace", *extra)
+
+
+def writes(lms):
+    return [entry for entry in lms.log if entry[0] == "PUT" or b"save_grades" in entry[3]]
+
+
+def test_preview_writes_nothing_and_apply_writes_exactly_it(course):
+    env, folder, lms = course
+    preview = push(env)
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    out = preview.stdout
+    assert "nunezjose_101" in out and "(none) -> 3, comment and feedback page" in out, out
+    assert "obrienzoe_102" in out and "(none) -> 0" in out, out
+    assert "smithannmarie_103" in out and "skipped: nothing submitted" in out, out
+    assert "999" not in out  # the test student: never pushed, never listed
+    assert "2 to write" in out and "Nothing was written to Canvas" in out, out
+    assert not writes(lms), "a preview wrote to the LMS"
+    applied = push(env, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert lms.canvas["101"].score == 3 and lms.canvas["102"].score == 0 and lms.canvas["103"].score is None
+    assert lms.canvas["999"].score is None and not lms.canvas["999"].comments
+    texts = [c["text"] for c in lms.canvas["101"].comments if "text" in c]
+    assert texts and "3 of 3 points" in texts[0], texts
+    pages = [c for c in lms.canvas["101"].comments if "file" in c]
+    assert len(pages) == 1 and pages[0]["file"] == "feedback-subspace.html"
+    page = pages[0]["body"].decode()
+    assert "3 of 3 points" in page and "<script" not in page.lower()
+    assert "Pushed 2 grade(s)" in applied.stdout
+    # the grade on the gradebook's own scale: posted_grade strings, exactly what the preview said
+    puts = [dict(__import__("urllib.parse").parse.parse_qsl(b.decode())) for m, p, q, b in lms.log if m == "PUT"]
+    assert {p.get("submission[posted_grade]") for p in puts} >= {"3", "0"}
+    again = push(env)
+    assert again.returncode == 0 and "0 to write, 2 unchanged" in again.stdout, again.stdout
+
+
+def test_a_grade_edited_in_the_lms_is_kept_unless_asked(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0 and push(env, "--apply").returncode == 0
+    lms.edit("102", 2.5)          # the instructor fixed Zoë's grade in SpeedGrader
+    lms.edit("101", excused=True)  # and excused José
+    # a regrade would change nothing here: the kept cells are listed, nothing is written
+    preview = push(env)
+    assert "2.5: kept, changed in the LMS since pm-course's last push (pushed 0)" in preview.stdout, preview.stdout
+    assert "EX: kept, excused in the LMS" in preview.stdout, preview.stdout
+    before = len(writes(lms))
+    applied = push(env, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert len(writes(lms)) == before and lms.canvas["102"].score == 2.5 and lms.canvas["101"].excused
+    preview = push(env, "--overwrite-lms-edits")
+    assert "2.5 -> 0" in preview.stdout and "EX: kept" in preview.stdout, preview.stdout
+
+
+def test_apply_refuses_when_the_lms_changed_since_the_preview_naming_who(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.edit("101", 1.0)  # someone else grades José between the preview and --apply
+    applied = push(env, "--apply")
+    assert applied.returncode != 0
+    assert "nunezjose_101" in applied.stderr and "Nothing was written" in applied.stderr, applied.stderr
+    assert not writes(lms) and lms.canvas["102"].score is None
+
+
+def test_apply_without_a_preview_is_refused(course):
+    env, folder, lms = course
+    applied = push(env, "--apply")
+    assert applied.returncode != 0 and "no preview" in applied.stderr, applied.stderr
+    assert not writes(lms)
+
+
+@pytest.mark.parametrize("code", [429, 403])
+def test_rate_limits_are_waited_out(course, code):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.rate_limit(3, code)  # the next three requests: 429 (or Canvas's older 403) with X-Rate-Limit-Remaining
+    applied = push(env, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert applied.stdout.count("rate limited") == 3, applied.stdout
+    assert lms.canvas["101"].score == 3 and lms.canvas["102"].score == 0
+    # each student's comment once: a rate-limited request did nothing, and was sent again, not twice
+    assert [len([c for c in lms.canvas[u].comments if "text" in c]) for u in ("101", "102")] == [1, 1]
+
+
+def test_a_cut_connection_leaves_a_journal_and_the_next_apply_finishes_exactly_the_rest(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.cut_after(2)  # grade and page of the first student, then the connection fails
+    first = push(env, "--apply")
+    assert first.returncode != 0 and "run the same push --apply again" in first.stderr, first.stdout + first.stderr
+    assert lms.canvas["101"].score == 3 and lms.canvas["102"].score is None
+    assert (folder / "export" / "push" / "canvas-03_subspace.journal.json").is_file()
+    lms.cut_after(None)
+    second = push(env, "--apply")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert lms.canvas["102"].score == 0
+    for uid in ("101", "102"):  # one grade comment and one page each: nothing written twice
+        assert len([c for c in lms.canvas[uid].comments if "text" in c]) == 1, lms.canvas[uid].comments
+        assert len([c for c in lms.canvas[uid].comments if "file" in c]) == 1, lms.canvas[uid].comments
+    assert not (folder / "export" / "push" / "canvas-03_subspace.journal.json").exists()
+
+
+def test_a_write_the_lms_did_not_keep_is_reported_not_counted(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.forget("102")  # answers 200 to Zoë's grade, keeps nothing
+    applied = push(env, "--apply")
+    assert applied.returncode != 0
+    assert "obrienzoe_102: Canvas answered but kept no grade, not 0" in applied.stderr, applied.stderr
+    assert lms.canvas["101"].score == 3
+    record = json.loads((folder / "export" / "pushed.json").read_text())
+    assert "102" not in record["canvas"]["03_subspace"] and "101" in record["canvas"]["03_subspace"]
+
+
+def test_a_manually_posted_assignment_is_said(course):
+    env, folder, lms = course
+    lms.assignment["post_manually"] = True
+    preview = push(env)
+    assert "posts this assignment's grades manually" in preview.stdout and "push never posts" in preview.stdout
+
+
+def test_rescaled_to_the_lms_s_points(course):
+    env, folder, lms = course
+    lms.assignment["points_possible"] = 10
+    preview = push(env)
+    assert "scores x 10/3" in preview.stdout and "(none) -> 10," in preview.stdout, preview.stdout
+
+
+def test_moodle_grade_comment_and_page_in_one_call_by_participant(course):
+    env, folder, lms = course
+    preview = push(env, to="moodle")
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    applied = push(env, "--apply", to="moodle")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    # participant 201 (José, solved) is user 1201 in Moodle; 202 handed in a blank notebook
+    assert lms.moodle["1201"].score == 3 and lms.moodle["1202"].score == 0 and lms.moodle["1203"].score is None
+    assert [c["file"] for c in lms.moodle["1201"].comments if "file" in c] == ["feedback-subspace.html"]
+    lms.edit("202", 1.5, moodle=True)
+    preview = push(env, to="moodle")
+    assert "1.5: kept" in preview.stdout, preview.stdout
+
+
+def test_the_token_is_never_written_and_never_taken_from_the_command_line_or_course_file(course, tmp_path):
+    env, folder, lms = course
+    assert push(env).returncode == 0 and push(env, "--apply").returncode == 0
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+    no_token = {k: v for k, v in env.items() if k != "CANVAS_API_TOKEN"}
+    refused = push(no_token)
+    assert refused.returncode != 0 and "CANVAS_API_TOKEN" in refused.stderr and "New access token" in refused.stderr
+    bad = push(dict(env, CANVAS_API_TOKEN="wrong"))
+    assert bad.returncode != 0 and "refused the token" in bad.stderr and "wrong" not in bad.stderr + bad.stdout
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    assert push(no_token, "--token-file", token_file).returncode == 0
+    config = env["PM_COURSE_CONFIG"]
+    with open(config, "a") as f:
+        f.write("")
+    text = open(config).read().replace("course = 1\n[moodle]", f'course = 1\ntoken = "{TOKEN}"\n[moodle]', 1)
+    with open(config, "w") as f:
+        f.write(text)
+    refused = push(env)
+    assert refused.returncode != 0 and "does not belong in the course file" in refused.stderr, refused.stderr
+    assert TOKEN not in refused.stderr
