@@ -218,3 +218,51 @@ def test_the_token_is_never_written_and_never_taken_from_the_command_line_or_cou
     refused = push(env)
     assert refused.returncode != 0 and "does not belong in the course file" in refused.stderr, refused.stderr
     assert TOKEN not in refused.stderr
+
+
+def test_the_guide_s_push_walkthrough_runs_against_the_lms(course, tmp_path):
+    """guides/instructors.md's push block, run as written: preview, apply, an edit in SpeedGrader kept, a
+    resubmission collected, graded and pushed again."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from conftest import MARCH, _zip, solved
+
+    env, folder, lms = course
+    guide = (Path(__file__).resolve().parents[2] / "guides" / "instructors.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"^```bash\n(.*?)^```", guide, re.S | re.M) if "pm-course push" in b)
+    commands = [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()
+                if line.startswith("pm-course ")]
+    assert [a[1] for a in commands] == ["push", "push", "collect", "grade", "push", "push"], commands
+    canvas_gradebook(tmp_path / "gradebook.csv")
+    _zip(tmp_path / "resubmission.zip", [("obrienzoe_102_9002_subspace-2.ipynb", solved("03_subspace"),
+                                          (2025, 3, 3, 9, 0, 0))])
+    applied = 0
+    for argv in commands:
+        proc = subprocess.run([sys.executable, "-m", "pm_course", *argv[1:]], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"`{shlex.join(argv)}`:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        if "--apply" in argv:
+            applied += 1
+            if applied == 1:
+                assert (lms.canvas["101"].score, lms.canvas["102"].score) == (3, 0)
+                lms.edit("101", 2.0)  # the instructor takes a point off José in SpeedGrader
+        elif argv[1] == "push" and applied == 1:
+            assert "2: kept, changed in the LMS" in proc.stdout and "0 -> 3" in proc.stdout, proc.stdout
+    assert (lms.canvas["101"].score, lms.canvas["102"].score) == (2.0, 3)
+    assert len([c for c in lms.canvas["102"].comments if "file" in c]) == 2  # a page for each graded version
+
+
+def test_rows_out_of_date_are_refused_as_export_refuses_them(course, tmp_path):
+    from conftest import _zip, solved
+
+    env, folder, lms = course
+    _zip(tmp_path / "resubmission.zip", [("obrienzoe_102_9002_subspace-2.ipynb", solved("03_subspace"),
+                                          (2025, 3, 3, 9, 0, 0))])
+    collected = run(env, "collect", "--from", "canvas", tmp_path / "resubmission.zip", "--assignment", "03_subspace")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    refused = push(env)  # Zoë's new notebook is not graded yet
+    assert refused.returncode != 0 and "obrienzoe_102" in refused.stderr and "out-of-date" in refused.stderr, \
+        refused.stderr
+    assert not writes(lms)
