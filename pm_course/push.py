@@ -532,27 +532,24 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) 
             page = Path(tmp) / f"feedback-{Path(expected_notebooks()[assignment]).stem}.html"
             page.write_text(pages[r.student], encoding="utf-8")
             try:
-                if kind == "canvas":
+                lost = ""
+                if kind == "canvas":  # grade and comment in one PUT, read back; then the page
                     if not step.get("grade"):
                         lms.write_grade(r.lms_id, r.new, r.comment)
-                        kept = lms.read(r.lms_id)
-                        if not same(kept.grade, r.new):
-                            failed.append(f"{r.student}: {NAMES[kind]} answered but kept {kept.grade or 'no grade'},"
-                                          f" not {r.new}")
-                            done.pop(r.student)
-                            continue
-                        step["grade"] = r.new
-                        _save_json(journal_file, journal)
-                    lms.write_page(r.lms_id, page)
-                else:
+                        lost = _read_back(lms, r)
+                        if not lost:
+                            step["grade"] = r.new
+                            _save_json(journal_file, journal)
+                    if not lost:
+                        lms.write_page(r.lms_id, page)
+                else:  # grade, comment and page in one call, read back
                     lms.write(r.lms_id, r.new, r.comment, page)
-                    kept = lms.read(r.lms_id)
-                    if not same(kept.grade, r.new):
-                        failed.append(f"{r.student}: {NAMES[kind]} answered but kept {kept.grade or 'no grade'},"
-                                      f" not {r.new}")
-                        done.pop(r.student)
-                        continue
-                    step["grade"] = r.new
+                    lost = _read_back(lms, r)
+                if lost:
+                    failed.append(lost)
+                    done.pop(r.student)
+                    continue
+                step["grade"] = r.new
             except Interrupted:
                 _save_json(journal_file, journal)
                 _save_record(record)
@@ -583,6 +580,13 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) 
                           " to retry them (the others are done).")
     for path in (journal_file, preview_file):
         path.unlink(missing_ok=True)
+
+
+def _read_back(lms, r: Row) -> str:
+    """"" when the LMS kept ``r``'s grade; else what it kept instead, naming the student."""
+    kept = lms.read(r.lms_id)
+    return "" if same(kept.grade, r.new) else (f"{r.student}: {lms.name} answered but kept"
+                                                f" {kept.grade or 'no grade'}, not {r.new}")
 
 
 def _save_record(record: dict) -> None:
