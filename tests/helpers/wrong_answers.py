@@ -987,6 +987,18 @@ ALTERNATIVES = {
          "    dS = A * (dA - (A * dA).sum(axis=1, keepdims=True)) / np.sqrt(d)\n"
          "    grad += A.T @ G @ W_M.T + dS @ x @ W_P.T + dS.T @ x @ W_P   # S = x W^P x^T / sqrt(d)\n"
          "return grad"),
+        ("stream_gradient", "only the query row at position: M reads no other, so outer products suffice",
+         "x = model.trace(tokens).residual[1]\nu = model.W_U[:, good] - model.W_U[:, bad]\n"
+         "g = np.zeros_like(x)\ng[position] += u\nL = model.layers[1]\nW = L.per_head\n"
+         "for h in range(L.n_heads):\n"
+         "    q, k, v = x @ W.W_Q[h], x @ W.W_K[h], x @ W.W_V[h]\n"
+         "    a = attnlib.attention_weights(q, k, causal=True)[position]   # (T,): the one row M reads\n"
+         "    dz = W.W_O[h] @ u   # (d_head,)\n"
+         "    g += np.outer(a, W.W_V[h] @ dz)   # the values\n"
+         "    ds = a * (v @ dz - a @ (v @ dz))   # the scores of row position\n"
+         "    g[position] += W.W_Q[h] @ (k.T @ ds) / np.sqrt(L.d_head)\n"
+         "    g += np.outer(ds, W.W_K[h] @ q[position]) / np.sqrt(L.d_head)\n"
+         "return g"),
         ("activation_patch", "one batched call: the patched and the unpatched corrupt run as two rows",
          "logits = patch(model, np.stack([clean, corrupt]), np.stack([corrupt, corrupt]), [site])   # (2, T, vocab)\n"
          "return float(logit_diff(logits[0], position, good, bad) - logit_diff(logits[1], position, good, bad))"),
