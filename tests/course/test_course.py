@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
 MAX_POINTS = {"01_copying": 12, "02_averaging": 6, "03_subspace": 3, "04_noisy_keys": 9, "05_two_heads": 8,
               "06_debug_head": 10, "07_bookkeeping": 10,
-              "08_patterns_messages": 9, "09_attribution": 10}
+              "08_patterns_messages": 9, "09_attribution": 10,
+              "10_attribution_patching": 10}
 # of those, the written answers' points (manually graded: pm-course review); the rest is autograded
 WRITTEN_POINTS = {"01_copying": 4, "02_averaging": 2, "04_noisy_keys": 3, "05_two_heads": 2, "08_patterns_messages": 2,
-                  "09_attribution": 2}
+                  "09_attribution": 2, "10_attribution_patching": 2}
 PER_CELL_TIMEOUT = 10  # nbgrader_config.py
 
 

@@ -51,7 +51,8 @@ def test_every_visible_check_fails_on_some_wrong_answer(name, test_id):
 # --- each assertion of a visible part ------------------------------------------------------
 
 EVERY_ASSERTION = ["01_copying", "02_averaging", "03_subspace", "04_noisy_keys", "05_two_heads", "06_debug_head",
-                   "07_bookkeeping", "08_patterns_messages", "09_attribution"]
+                   "07_bookkeeping", "08_patterns_messages", "09_attribution",
+                   "10_attribution_patching"]
 
 
 class _Recorder(ast.NodeTransformer):

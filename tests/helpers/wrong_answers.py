@@ -6,6 +6,24 @@ the code replaces the function's solution region. ``test_exercises.py`` checks t
 a visible check rejects each one with a message, and that the hidden tests do too.
 """
 
+# exercise 10's stream_gradient, the instructor's solution, which some wrong answers below change in one place
+_GRAD10 = (
+    'x = model.trace(tokens).residual[1]  # (T, d_model)\n'
+    'G = np.zeros_like(x)  # dM / d(final stream): only row p\n'
+    'G[position] = model.W_U[:, good] - model.W_U[:, bad]\n'
+    'grad = G.copy()  # the direct path\n'
+    'w, d = model.layers[1].per_head, model.layers[1].d_head\n'
+    'for i in range(model.layers[1].n_heads):\n'
+    '    Q, K, V = x @ w.W_Q[i], x @ w.W_K[i], x @ w.W_V[i]\n'
+    '    A = attnlib.attention_weights(Q, K, causal=True)  # (T, T)\n'
+    '    dZ = G @ w.W_O[i].T  # (T, d_head): the gradient at Z = A V\n'
+    '    dA, dV = dZ @ V.T, A.T @ dZ\n'
+    '    dS = A * (dA - (A * dA).sum(axis=1, keepdims=True))\n'
+    '    dQ, dK = dS @ K / np.sqrt(d), dS.T @ Q / np.sqrt(d)\n'
+    '    grad += dQ @ w.W_Q[i].T + dK @ w.W_K[i].T + dV @ w.W_V[i].T\n'
+    'return grad\n'
+)
+
 WRONG = {
     "01_copying": [
         ("attention_weights", "test-weights", "the exponentials without the max shift overflow",
@@ -560,6 +578,83 @@ WRONG = {
          "M = qk_attribution(model, tokens, layer, head, query, key)\n"
          "return f\"L0H{int(np.argmin(M.sum(axis=0)[2:]))}\""),
     ],
+    "10_attribution_patching": [
+        ("stream_gradient", "test-grad", "the direct path only: layer 1's heads left out",
+         "x = model.trace(tokens).residual[1]\ng = np.zeros_like(x)\n"
+         "g[position] = model.W_U[:, good] - model.W_U[:, bad]\nreturn g"),
+        ("stream_gradient", "test-grad", "the sign of M flipped (bad - good)",
+         _GRAD10.replace("model.W_U[:, good] - model.W_U[:, bad]", "model.W_U[:, bad] - model.W_U[:, good]")),
+        ("stream_gradient", "test-grad", "the gradient without the softmax's Jacobian (the weights' gradient as the scores')",
+         _GRAD10.replace("dS = A * (dA - (A * dA).sum(axis=1, keepdims=True))", "dS = dA")),
+        ("stream_gradient", "test-grad", "the softmax's Jacobian without its a a^T term",
+         _GRAD10.replace("dS = A * (dA - (A * dA).sum(axis=1, keepdims=True))", "dS = A * dA")),
+        ("stream_gradient", "test-grad", "the attention weights held fixed: the values and the direct path only",
+         _GRAD10.replace("dQ @ w.W_Q[i].T + dK @ w.W_K[i].T + ", "")),
+        ("stream_gradient", "test-grad", "A instead of A^T in the values' gradient",
+         _GRAD10.replace("dA, dV = dZ @ V.T, A.T @ dZ", "dA, dV = dZ @ V.T, A @ dZ")),
+        ("stream_gradient", "test-grad", "the 1/sqrt(d_head) of the scores left out",
+         _GRAD10.replace("dQ, dK = dS @ K / np.sqrt(d), dS.T @ Q / np.sqrt(d)", "dQ, dK = dS @ K, dS.T @ Q")),
+        ("stream_gradient", "test-grad", "the queries' and keys' gradients swapped (dS where dS^T belongs)",
+         _GRAD10.replace("dQ, dK = dS @ K / np.sqrt(d), dS.T @ Q / np.sqrt(d)",
+                         "dQ, dK = dS.T @ K / np.sqrt(d), dS @ Q / np.sqrt(d)")),
+        ("stream_gradient", "test-grad", "the weights recomputed without the causal mask",
+         _GRAD10.replace("A = attnlib.attention_weights(Q, K, causal=True)",
+                         "A = attnlib.attention_weights(Q, K, causal=False)")),
+        ("activation_patch", "test-act", "the patched run's M, the corrupt run's not subtracted",
+         "return float(logit_diff(patch(model, clean, corrupt, [site]), position, good, bad))"),
+        ("activation_patch", "test-act", "the sign flipped: M(corrupt) - M(patched)",
+         "patched = patch(model, clean, corrupt, [site])\n"
+         "return float(logit_diff(model.forward(corrupt), position, good, bad)"
+         " - logit_diff(patched, position, good, bad))"),
+        ("activation_patch", "test-act", "the patch the other way: the clean run with the corrupt activation",
+         "patched = patch(model, corrupt, clean, [site])\n"
+         "return float(logit_diff(patched, position, good, bad) - logit_diff(model.forward(clean), position, good, bad))"),
+        ("activation_patch", "test-act", "the logit of good alone, bad forgotten",
+         "patched = patch(model, clean, corrupt, [site])\n"
+         "return float(patched[position, good] - model.forward(corrupt)[position, good])"),
+        ("activation_patch", "test-act", "M at the last position, whatever position is",
+         "patched = patch(model, clean, corrupt, [site])\n"
+         "return float(logit_diff(patched, -1, good, bad) - logit_diff(model.forward(corrupt), -1, good, bad))"),
+        ("attribution_patch", "test-atp", "the patch's direction flipped: corrupt minus clean",
+         "g = stream_gradient(model, corrupt, position, good, bad)\n"
+         "return float((g * (model.trace(corrupt).writes[0][head] - model.trace(clean).writes[0][head])).sum())"),
+        ("attribution_patch", "test-atp", "the gradient at the clean run instead of the corrupt one",
+         "g = stream_gradient(model, clean, position, good, bad)\n"
+         "return float((g * (model.trace(clean).writes[0][head] - model.trace(corrupt).writes[0][head])).sum())"),
+        ("attribution_patch", "test-atp", "the gradient times the clean write, not the change the patch makes",
+         "g = stream_gradient(model, corrupt, position, good, bad)\n"
+         "return float((g * model.trace(clean).writes[0][head]).sum())"),
+        ("attribution_patch", "test-atp", "the row at position only: the write at earlier positions left out",
+         "g = stream_gradient(model, corrupt, position, good, bad)\n"
+         "delta = model.trace(clean).writes[0][head] - model.trace(corrupt).writes[0][head]\n"
+         "return float(g[position] @ delta[position])"),
+        ("attribution_patch", "test-atp", "the change of every layer-0 head's write, not the one head's",
+         "g = stream_gradient(model, corrupt, position, good, bad)\n"
+         "delta = model.trace(clean).writes[0].sum(axis=0) - model.trace(corrupt).writes[0].sum(axis=0)\n"
+         "return float((g * delta).sum())"),
+        ("attribution_patch", "test-atp", "the exact patch returned instead of the estimate",
+         "return activation_patch(model, clean, corrupt, (0, head), position, good, bad)"),
+        ("precision_recall", "test-pr", "precision and recall swapped",
+         "found, planted = set(found), set(planted)\nhits = len(found & planted)\n"
+         "return hits / len(planted), (hits / len(found) if found else 0.0)"),
+        ("precision_recall", "test-pr", "an empty found set scored as perfect precision",
+         "found, planted = set(found), set(planted)\nhits = len(found & planted)\n"
+         "return (hits / len(found) if found else 1.0), hits / len(planted)"),
+        ("precision_recall", "test-pr", "an empty found set divides by zero",
+         "found, planted = set(found), set(planted)\nhits = len(found & planted)\n"
+         "return hits / len(found), hits / len(planted)"),
+        ("precision_recall", "test-pr", "duplicates counted: the lists, not sets of edges",
+         "hits = sum(e in planted for e in found)\n"
+         "return (hits / len(found) if found else 0.0), sum(e in found for e in planted) / len(planted)"),
+        ("precision_recall", "test-pr", "edges compared by sender and receiver only: the input (via) ignored",
+         "found = {(e.sender, e.receiver) for e in found}\nplanted = {(e.sender, e.receiver) for e in planted}\n"
+         "hits = len(found & planted)\nreturn (hits / len(found) if found else 0.0), hits / len(planted)"),
+        ("precision_recall", "test-pr", "the numbers of hits, not fractions",
+         "found, planted = set(found), set(planted)\nhits = len(found & planted)\nreturn float(hits), float(hits)"),
+        ("precision_recall", "test-pr", "the Jaccard index (hits over the union) for both",
+         "found, planted = set(found), set(planted)\nj = len(found & planted) / len(found | planted)\n"
+         "return j, j"),
+    ],
 }
 
 
@@ -857,5 +952,72 @@ ALTERNATIVES = {
          "for l in range(layer):\n    for i in range(model.layers[l].n_heads):\n"
          "        if M[:, j].sum() > best:\n            best, name = M[:, j].sum(), f'L{l}H{i}'\n        j += 1\n"
          "return name"),
+    ],
+    "10_attribution_patching": [
+        ("stream_gradient", "every head at once with einsum",
+         "x = model.trace(tokens).residual[1]\nw, d = model.layers[1].per_head, model.layers[1].d_head\n"
+         "G = np.zeros_like(x)\nG[position] = model.W_U[:, good] - model.W_U[:, bad]\n"
+         "Q, K, V = (np.einsum('td,hde->hte', x, W) for W in (w.W_Q, w.W_K, w.W_V))   # (n_heads, T, d_head)\n"
+         "A = attnlib.attention_weights(Q, K, causal=True)   # (n_heads, T, T)\n"
+         "dZ = np.einsum('td,hed->hte', G, w.W_O)\ndA = np.einsum('hte,hse->hts', dZ, V)\n"
+         "dV = np.einsum('hts,hte->hse', A, dZ)\n"
+         "dS = A * (dA - np.einsum('hts,hts->ht', A, dA)[..., None]) / np.sqrt(d)\n"
+         "dQ, dK = dS @ K, np.swapaxes(dS, 1, 2) @ Q\n"
+         "return G + sum(np.einsum('hte,hde->td', dY, W) for dY, W in ((dQ, w.W_Q), (dK, w.W_K), (dV, w.W_V)))"),
+        ("stream_gradient", "the softmax's Jacobian as a matrix, diag(a) - a a^T, row by row",
+         "x = model.trace(tokens).residual[1]\nT = len(tokens)\nw, d = model.layers[1].per_head, model.layers[1].d_head\n"
+         "u = model.W_U[:, good] - model.W_U[:, bad]\ngrad = np.zeros_like(x)\ngrad[position] += u\n"
+         "for i in range(model.layers[1].n_heads):\n"
+         "    Q, K, V = x @ w.W_Q[i], x @ w.W_K[i], x @ w.W_V[i]\n"
+         "    A = attnlib.attention_weights(Q, K, causal=True)\n"
+         "    dZ = np.zeros((T, d))\n    dZ[position] = w.W_O[i] @ u\n"
+         "    dS = np.zeros((T, T))\n"
+         "    for t in range(T):\n        a = A[t]\n        J = np.diag(a) - np.outer(a, a)   # d a / d s\n"
+         "        dS[t] = J @ (V @ dZ[t])\n"
+         "    grad += (dS @ K) @ w.W_Q[i].T / np.sqrt(d) + (dS.T @ Q) @ w.W_K[i].T / np.sqrt(d)"
+         " + (A.T @ dZ) @ w.W_V[i].T\n"
+         "return grad"),
+        ("stream_gradient", "through the pattern and message matrices W^P and W^M",
+         "x = model.trace(tokens).residual[1]\nw, d = model.layers[1].per_head, model.layers[1].d_head\n"
+         "G = np.zeros_like(x)\nG[position] = model.W_U[:, good] - model.W_U[:, bad]\ngrad = G.copy()\n"
+         "for i in range(model.layers[1].n_heads):\n"
+         "    W_P, W_M = w.W_Q[i] @ w.W_K[i].T, w.W_V[i] @ w.W_O[i]   # (d_model, d_model)\n"
+         "    A = attnlib.attention_weights(x @ w.W_Q[i], x @ w.W_K[i], causal=True)\n"
+         "    dA = G @ (x @ W_M).T   # out = A x W^M\n"
+         "    dS = A * (dA - (A * dA).sum(axis=1, keepdims=True)) / np.sqrt(d)\n"
+         "    grad += A.T @ G @ W_M.T + dS @ x @ W_P.T + dS.T @ x @ W_P   # S = x W^P x^T / sqrt(d)\n"
+         "return grad"),
+        ("stream_gradient", "only the query row at position: M reads no other, so outer products suffice",
+         "x = model.trace(tokens).residual[1]\nu = model.W_U[:, good] - model.W_U[:, bad]\n"
+         "g = np.zeros_like(x)\ng[position] += u\nL = model.layers[1]\nW = L.per_head\n"
+         "for h in range(L.n_heads):\n"
+         "    q, k, v = x @ W.W_Q[h], x @ W.W_K[h], x @ W.W_V[h]\n"
+         "    a = attnlib.attention_weights(q, k, causal=True)[position]   # (T,): the one row M reads\n"
+         "    dz = W.W_O[h] @ u   # (d_head,)\n"
+         "    g += np.outer(a, W.W_V[h] @ dz)   # the values\n"
+         "    ds = a * (v @ dz - a @ (v @ dz))   # the scores of row position\n"
+         "    g[position] += W.W_Q[h] @ (k.T @ ds) / np.sqrt(L.d_head)\n"
+         "    g += np.outer(ds, W.W_K[h] @ q[position]) / np.sqrt(L.d_head)\n"
+         "return g"),
+        ("activation_patch", "one batched call: the patched and the unpatched corrupt run as two rows",
+         "logits = patch(model, np.stack([clean, corrupt]), np.stack([corrupt, corrupt]), [site])   # (2, T, vocab)\n"
+         "return float(logit_diff(logits[0], position, good, bad) - logit_diff(logits[1], position, good, bad))"),
+        ("activation_patch", "a direction over the logits, as attnlib's methods take the metric",
+         "direction = np.zeros((len(corrupt), model.vocab))\ndirection[position, good], direction[position, bad] = 1, -1\n"
+         "return float((direction * (patch(model, clean, corrupt, site) - model.forward(corrupt))).sum())"),
+        ("attribution_patch", "einsum over positions and dimensions",
+         "g = stream_gradient(model, corrupt, position, good, bad)\n"
+         "new, old = model.trace(clean).writes[0][head], model.trace(corrupt).writes[0][head]\n"
+         "return float(np.einsum('td,td->', g, new - old))"),
+        ("attribution_patch", "both runs traced as one batch, np.vdot",
+         "writes = model.trace(np.stack([clean, corrupt])).writes[0]   # (2, n_heads, T, d_model)\n"
+         "return float(np.vdot(stream_gradient(model, corrupt, position, good, bad), writes[0, head] - writes[1, head]))"),
+        ("precision_recall", "a loop with counters over the distinct edges",
+         "tp = 0\nseen = []\nfor e in found:\n    if e not in seen:\n        seen.append(e)\n"
+         "        tp += e in planted\ntruth = []\nfor e in planted:\n    if e not in truth:\n        truth.append(e)\n"
+         "return (tp / len(seen) if seen else 0.0), tp / len(truth)"),
+        ("precision_recall", "dict.fromkeys to drop duplicates, edges compared as plain tuples",
+         "f = list(dict.fromkeys(tuple(e) for e in found))\np = list(dict.fromkeys(tuple(e) for e in planted))\n"
+         "hits = sum(e in p for e in f)\nreturn (0.0 if not f else hits / len(f)), hits / len(p)"),
     ],
 }
