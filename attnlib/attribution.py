@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .attention import attention_weights
+from .checks import asked
 from .model import Model
 from . import paths
 
@@ -206,6 +207,7 @@ def _terms(model: Model, tr, below: int) -> np.ndarray:
     -------
     (2 + n_earlier_heads, T, d_model) ndarray
     """
+    asked("attnlib.attribution._terms")  # an exercise asks for it: withheld while one is judged
     T = tr.embedding.shape[-2]
     return np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None]]
                           + [tr.writes[l] for l in range(below)])  # (n_terms, T, d_model)
@@ -242,6 +244,7 @@ def logit_attribution(model: Model, tokens, position: int, target: int) -> Attri
     >>> logit_attribution(m, [50, 3, 7, 9, 3], -1, 7).names[:4]
     ['embed', 'pos', 'L0H0', 'L0H1']
     """
+    asked("attnlib.attribution.logit_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     t = _index(position, "position", len(tokens), "the sequence")
     u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
@@ -258,6 +261,7 @@ def _path_terms(model: Model, tr) -> dict:
     previous one's output through its values (``"L0H1>L1H2"``); ``"direct"``
     is the embedding itself. Returns name to ``(T, d_model)`` array.
     """
+    asked("attnlib.attribution._path_terms")  # an exercise asks for it: withheld while one is judged
     chains = {"direct": tr.embedding}  # (T, d_model)
     for l, w in enumerate(model.layers):
         W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
@@ -302,6 +306,7 @@ def path_attribution(model: Model, tokens, position: int, target: int) -> Attrib
     >>> len(a.names), a.names[-1]      # direct, 4 + 4 heads, 4 x 4 virtual heads
     (25, 'L0H3>L1H3')
     """
+    asked("attnlib.attribution.path_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     t = _index(position, "position", len(tokens), "the sequence")
     u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
@@ -341,6 +346,7 @@ def qk_attribution(model: Model, tokens, layer: int, head: int, query: int, key:
     >>> a.values.shape, a.names[:3]
     ((6, 6), ['embed', 'pos', 'L0H0'])
     """
+    asked("attnlib.attribution.qk_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     layer = _index(layer, "layer", model.n_layers, "the model's layers")
     w = model.layers[layer]
@@ -376,6 +382,7 @@ def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: in
     >>> a.values.shape
     (6, 6)
     """
+    asked("attnlib.attribution.qk_contrast")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     layer = _index(layer, "layer", model.n_layers, "the model's layers")
     head = _index(head, "head", model.layers[layer].n_heads, f"layer {layer}'s heads")
@@ -399,6 +406,7 @@ def _qk_matrices(model: Model, tr, layer: int, head: int, q: int, keys) -> np.nd
     -------
     (len(keys), n_terms, n_terms) ndarray
     """
+    asked("attnlib.attribution._qk_matrices")  # an exercise asks for it: withheld while one is judged
     w = model.layers[layer]
     terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
     keys = np.asarray(list(keys))
