@@ -269,12 +269,15 @@ def _unembedding(model: Model, target: int, centred: bool) -> np.ndarray:
 def _path_terms(model: Model, tr) -> dict:
     """Every path's contribution to the final stream with the attention weights of ``tr`` frozen.
 
-    A path is a chain of heads in increasing layers, each reading the
-    previous one's output through its values (``"L0H1>L1H2"``); ``"direct"``
-    is the embedding itself. Returns name to ``(T, d_model)`` array.
+    A path starts at the token embedding or the position embedding and
+    passes through a chain of heads in increasing layers, each reading the
+    previous one's output through its values (``"embed>L0H1>L1H2"``);
+    ``"embed"`` and ``"pos"`` alone are the embeddings themselves. Returns
+    name to ``(T, d_model)`` array.
     """
     asked("attnlib.attribution._path_terms")  # an exercise asks for it: withheld while one is judged
-    chains = {"direct": tr.embedding}  # (T, d_model)
+    T = tr.embedding.shape[-2]
+    chains = {"embed": tr.embedding - model.W_pos[:T], "pos": model.W_pos[:T]}  # (T, d_model) each
     for l, w in enumerate(model.layers):
         W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
         new = {}
@@ -282,8 +285,7 @@ def _path_terms(model: Model, tr) -> dict:
             # the attention weights mix what the values read
             out = tr.attention_weights[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model)
             for i in range(w.n_heads):
-                head = f"L{l}H{i}"
-                new[head if name == "direct" else f"{name}>{head}"] = out[i]
+                new[f"{name}>L{l}H{i}"] = out[i]
         chains.update(new)
     return chains
 
@@ -293,11 +295,15 @@ def path_attribution(model: Model, tokens, position: int, target: int, centred: 
 
     With each head's attention weights fixed at its value for these tokens, a head's
     write ``A (x W^V) W^O`` is linear in what its values read, so the final
-    stream expands into paths: ``"direct"`` (embedding → unembedding), each
-    single head (``"L1H2"``: the head reading the embedding), and each chain
-    through later heads' values (``"L0H1>L1H2"``: a *virtual head*). The
-    weights themselves still depend on the input (that is what
-    :func:`qk_attribution` splits).
+    stream expands into paths, each named by where it starts and the heads
+    it passes through: ``"embed"`` and ``"pos"`` (an embedding read by the
+    unembedding directly, as in :func:`logit_attribution`), ``"embed>L1H2"``
+    (head L1H2 reading the token embedding through its values), and each
+    chain through later heads' values (``"pos>L0H1>L1H2"``: the virtual
+    head L0H1 > L1H2 reading the position embedding). A head's name alone
+    is never a path: the paths that end in a head add up to its whole
+    write, :func:`logit_attribution`'s term. The weights themselves still
+    depend on the input (that is what :func:`qk_attribution` splits).
 
     Parameters
     ----------
@@ -317,8 +323,8 @@ def path_attribution(model: Model, tokens, position: int, target: int, centred: 
     --------
     >>> from attnlib.model import load
     >>> a = path_attribution(load("induction"), [50, 3, 7, 9, 3], -1, 7)
-    >>> len(a.names), a.names[-1]      # direct, 4 + 4 heads, 4 x 4 virtual heads
-    (25, 'L0H3>L1H3')
+    >>> len(a.names), a.names[-1]      # from embed and pos: directly, 4 + 4 heads, 4 x 4 virtual heads
+    (50, 'pos>L0H3>L1H3')
     """
     asked("attnlib.attribution.path_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
@@ -780,8 +786,8 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
     to_px, to_data = ax.transData.transform, ax.transData.inverted().transform
     for e in drawn:
         (x0, y0), (x1, y1) = xy[e.source], xy[e.target]
-        colour = cmap(0.85 if e.value >= 0 else 0.15)
-        bend = 0.0 if abs(x1 - x0) < 2.3 or abs(y1 - y0) < 1.7 else (0.25 if x1 > x0 else -0.25)
+        colour = cmap(0.85 if e.value >= 0 else 0.3)  # both readable on white and on black
+        bend = 0.0 if abs(x1 - x0) < 2.3 or abs(y1 - y0) < 1.7 else (-0.25 if x1 > x0 else 0.25)  # rise, then cross
         ax.annotate("", (x1, y1), (x0, y0), zorder=1,
                     arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
                                     linestyle="-" if e.unit == "logit" else (0, (4, 1.5)),
@@ -792,7 +798,7 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
         d = p1 - p0
         control = (p0 + p1) / 2 + bend * np.array([d[1], -d[0]])
         into = [f for f in drawn if f.target == e.target]
-        f = 0.3 + 0.4 * into.index(e) / max(1, len(into) - 1)
+        f = 0.4 + 0.3 * into.index(e) / max(1, len(into) - 1)
         at = (1 - f) ** 2 * p0 + 2 * (1 - f) * f * control + f ** 2 * p1
         ax.text(*to_data(at), f"{e.value:+.2f}", fontsize=7, ha="center", va="center", zorder=3, color="black",
                 bbox=dict(boxstyle="round,pad=0.12", fc="white", ec=colour, lw=0.6))

@@ -82,8 +82,9 @@ def test_path_attribution_sums_to_the_logit_and_regroups_into_heads(case):
     for name in a.names[2:]:
         ending = sum(v for n, v in zip(p.names, p.values) if n.split(">")[-1] == name)
         assert abs(ending - a[name]) < 1e-10
-    assert abs(p["direct"] - a["embed"] - a["pos"]) < 1e-10
-    n_chains = 1
+    assert abs(p["embed"] - a["embed"]) < 1e-10 and abs(p["pos"] - a["pos"]) < 1e-10
+    assert not set(p.names) & set(a.names[2:])  # a head's name alone is its whole write, never a path
+    n_chains = 2
     for w in m.layers:
         n_chains *= 1 + w.n_heads
     assert len(p.names) == n_chains
@@ -98,7 +99,7 @@ def test_path_attribution_single_head_path_by_hand():
     v = tr.attention_weights[0][2] @ tr.embedding @ w0.per_head.W_V[2] @ w0.per_head.W_O[2]
     v = tr.attention_weights[1][1] @ v @ w1.per_head.W_V[1] @ w1.per_head.W_O[1]
     p = path_attribution(m, toks, 5, 9)
-    assert np.isclose(p["L0H2>L1H1"], v[5] @ m.W_U[:, 9], atol=1e-12)
+    assert np.isclose(p["embed>L0H2>L1H1"] + p["pos>L0H2>L1H1"], v[5] @ m.W_U[:, 9], atol=1e-12)
 
 
 def test_qk_attribution_sums_to_the_score_and_softmaxes_to_the_pattern(case):
