@@ -65,8 +65,9 @@ instructor student: install
 
 # The learner's own copies of the exercises (student versions: no solutions, no hidden
 # tests), in a git-ignored folder; a notebook already there is the learner's work and is kept.
+# A learner's command: the environment as install makes it, but no grading sandbox.
 EXERCISES_DIR ?= my-exercises
-exercises: install
+exercises: $(STAMP) $(KERNEL_CONFIG) $(JUPYTER_MODE)
 	$(BIN)/python -m pm_course.student "$(EXERCISES_DIR)"
 
 # --- the book -------------------------------------------------------------

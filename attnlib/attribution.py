@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .attention import attention_weights
+from .checks import asked
 from .model import Model
 from . import paths
 
@@ -206,6 +207,7 @@ def _terms(model: Model, tr, below: int) -> np.ndarray:
     -------
     (2 + n_earlier_heads, T, d_model) ndarray
     """
+    asked("attnlib.attribution._terms")  # an exercise asks for it: withheld while one is judged
     T = tr.embedding.shape[-2]
     return np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None]]
                           + [tr.writes[l] for l in range(below)])  # (n_terms, T, d_model)
@@ -213,7 +215,7 @@ def _terms(model: Model, tr, below: int) -> np.ndarray:
 
 # --- attributions -------------------------------------------------------------
 
-def logit_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
+def logit_attribution(model: Model, tokens, position: int, target: int, centred: bool = False) -> Attribution:
     """The logit of ``target`` at ``position`` split over the residual stream's terms.
 
     The final stream is ``W_E[tokens] + W_pos[:T] + Σ_(l,i) write_(l,i)``, so
@@ -229,11 +231,16 @@ def logit_attribution(model: Model, tokens, position: int, target: int) -> Attri
         The position whose next-token logit is split (negative counts from the end).
     target : int
         The token whose logit is split.
+    centred : bool
+        Split the *centred* logit instead: the logit minus the mean of the
+        position's logits over the vocabulary (``W_U``'s columns centred).
+        A shift of every logit at once changes no probability, and a term
+        that only shifts them all gets 0 here.
 
     Returns
     -------
     Attribution
-        ``values : (2 + n_heads_total,) ndarray``; ``values.sum()`` is the logit.
+        ``values : (2 + n_heads_total,) ndarray``; ``values.sum()`` is the (centred) logit.
 
     Examples
     --------
@@ -242,23 +249,35 @@ def logit_attribution(model: Model, tokens, position: int, target: int) -> Attri
     >>> logit_attribution(m, [50, 3, 7, 9, 3], -1, 7).names[:4]
     ['embed', 'pos', 'L0H0', 'L0H1']
     """
+    asked("attnlib.attribution.logit_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     t = _index(position, "position", len(tokens), "the sequence")
-    u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
+    u = _unembedding(model, _index(target, "target", model.vocab, "the vocabulary"), centred)  # (d_model,)
     tr = model.trace(tokens)
     terms = _terms(model, tr, model.n_layers)[:, t]  # (n_terms, d_model)
+    total = tr.logits[t, target] - (tr.logits[t].mean() if centred else 0.0)
     return Attribution(["embed", "pos"] + _head_names(model, model.n_layers), terms @ u,
-                       total=tr.logits[t, target], what="logit")
+                       total=total, what="centred logit" if centred else "logit")
+
+
+def _unembedding(model: Model, target: int, centred: bool) -> np.ndarray:
+    """``W_U``'s column for ``target``, minus the mean column if ``centred``: ``(d_model,)``."""
+    u = model.W_U[:, target]
+    return u - model.W_U.mean(axis=1) if centred else u
 
 
 def _path_terms(model: Model, tr) -> dict:
     """Every path's contribution to the final stream with the attention weights of ``tr`` frozen.
 
-    A path is a chain of heads in increasing layers, each reading the
-    previous one's output through its values (``"L0H1>L1H2"``); ``"direct"``
-    is the embedding itself. Returns name to ``(T, d_model)`` array.
+    A path starts at the token embedding or the position embedding and
+    passes through a chain of heads in increasing layers, each reading the
+    previous one's output through its values (``"embed>L0H1>L1H2"``);
+    ``"embed"`` and ``"pos"`` alone are the embeddings themselves. Returns
+    name to ``(T, d_model)`` array.
     """
-    chains = {"direct": tr.embedding}  # (T, d_model)
+    asked("attnlib.attribution._path_terms")  # an exercise asks for it: withheld while one is judged
+    T = tr.embedding.shape[-2]
+    chains = {"embed": tr.embedding - model.W_pos[:T], "pos": model.W_pos[:T]}  # (T, d_model) each
     for l, w in enumerate(model.layers):
         W_V, W_O = w.per_head.W_V, w.per_head.W_O  # (n_heads, d_model, d_head), (n_heads, d_head, d_model)
         new = {}
@@ -266,22 +285,25 @@ def _path_terms(model: Model, tr) -> dict:
             # the attention weights mix what the values read
             out = tr.attention_weights[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model)
             for i in range(w.n_heads):
-                head = f"L{l}H{i}"
-                new[head if name == "direct" else f"{name}>{head}"] = out[i]
+                new[f"{name}>L{l}H{i}"] = out[i]
         chains.update(new)
     return chains
 
 
-def path_attribution(model: Model, tokens, position: int, target: int) -> Attribution:
+def path_attribution(model: Model, tokens, position: int, target: int, centred: bool = False) -> Attribution:
     """The logit of ``target`` at ``position`` split over paths, the attention weights frozen.
 
     With each head's attention weights fixed at its value for these tokens, a head's
     write ``A (x W^V) W^O`` is linear in what its values read, so the final
-    stream expands into paths: ``"direct"`` (embedding → unembedding), each
-    single head (``"L1H2"``: the head reading the embedding), and each chain
-    through later heads' values (``"L0H1>L1H2"``: a *virtual head*). The
-    weights themselves still depend on the input (that is what
-    :func:`qk_attribution` splits).
+    stream expands into paths, each named by where it starts and the heads
+    it passes through: ``"embed"`` and ``"pos"`` (an embedding read by the
+    unembedding directly, as in :func:`logit_attribution`), ``"embed>L1H2"``
+    (head L1H2 reading the token embedding through its values), and each
+    chain through later heads' values (``"pos>L0H1>L1H2"``: the virtual
+    head L0H1 > L1H2 reading the position embedding). A head's name alone
+    is never a path: the paths that end in a head add up to its whole
+    write, :func:`logit_attribution`'s term. The weights themselves still
+    depend on the input (that is what :func:`qk_attribution` splits).
 
     Parameters
     ----------
@@ -289,25 +311,30 @@ def path_attribution(model: Model, tokens, position: int, target: int) -> Attrib
     tokens : (T,) array_like of int
     position : int
     target : int
+    centred : bool
+        Split the centred logit (as :func:`logit_attribution` does).
 
     Returns
     -------
     Attribution
-        One value per path; ``values.sum()`` is the logit.
+        One value per path; ``values.sum()`` is the (centred) logit.
 
     Examples
     --------
     >>> from attnlib.model import load
     >>> a = path_attribution(load("induction"), [50, 3, 7, 9, 3], -1, 7)
-    >>> len(a.names), a.names[-1]      # direct, 4 + 4 heads, 4 x 4 virtual heads
-    (25, 'L0H3>L1H3')
+    >>> len(a.names), a.names[-1]      # from embed and pos: directly, 4 + 4 heads, 4 x 4 virtual heads
+    (50, 'pos>L0H3>L1H3')
     """
+    asked("attnlib.attribution.path_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     t = _index(position, "position", len(tokens), "the sequence")
-    u = model.W_U[:, _index(target, "target", model.vocab, "the vocabulary")]  # (d_model,)
+    u = _unembedding(model, _index(target, "target", model.vocab, "the vocabulary"), centred)  # (d_model,)
     tr = model.trace(tokens)
     chains = _path_terms(model, tr)
-    return Attribution(list(chains), [x[t] @ u for x in chains.values()], total=tr.logits[t, target], what="logit")
+    total = tr.logits[t, target] - (tr.logits[t].mean() if centred else 0.0)
+    return Attribution(list(chains), [x[t] @ u for x in chains.values()], total=total,
+                       what="centred logit" if centred else "logit")
 
 
 def qk_attribution(model: Model, tokens, layer: int, head: int, query: int, key: int) -> Attribution:
@@ -341,6 +368,7 @@ def qk_attribution(model: Model, tokens, layer: int, head: int, query: int, key:
     >>> a.values.shape, a.names[:3]
     ((6, 6), ['embed', 'pos', 'L0H0'])
     """
+    asked("attnlib.attribution.qk_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     layer = _index(layer, "layer", model.n_layers, "the model's layers")
     w = model.layers[layer]
@@ -376,6 +404,7 @@ def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: in
     >>> a.values.shape
     (6, 6)
     """
+    asked("attnlib.attribution.qk_contrast")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     layer = _index(layer, "layer", model.n_layers, "the model's layers")
     head = _index(head, "head", model.layers[layer].n_heads, f"layer {layer}'s heads")
@@ -399,6 +428,7 @@ def _qk_matrices(model: Model, tr, layer: int, head: int, q: int, keys) -> np.nd
     -------
     (len(keys), n_terms, n_terms) ndarray
     """
+    asked("attnlib.attribution._qk_matrices")  # an exercise asks for it: withheld while one is judged
     w = model.layers[layer]
     terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
     keys = np.asarray(list(keys))
@@ -612,22 +642,31 @@ class Link(NamedTuple):
 
 
 def attribution_graph(model: Model, tokens, position: int, target: int, layer: int, head: int, key: int,
-                      top: int = 3) -> list:
-    """The circuit behind one prediction as exact edges: logit ← heads, score ← terms, key term ← sources.
+                      top: int | None = 3) -> list:
+    """The circuit behind one prediction as exact edges, on the centred logit and the score contrast.
 
-    Three hops, each exact for these tokens:
+    Four hops, each exact for these tokens (attention weights frozen where a
+    write is split over what its values read):
 
-    1. the ``top`` largest terms of :func:`logit_attribution` at ``position``
-       into the target logit (unit ``"logit"``);
-    2. head ``layer, head``'s score for ``position → key`` (:func:`qk_attribution`):
-       its ``top`` largest query-side terms at ``position`` and key-side
-       terms at ``key`` (each side alone adds up to the score; unit ``"score"``),
-       and one edge from the score to the head's write with the attention
-       weight it gives that key (unit ``"weight"``);
-    3. the largest key-side term, if it is an earlier head's write: that
-       write's share of the score split over the positions and terms
-       (``"embed"``, ``"pos"``) it reads through its values (``top``
-       largest; unit ``"score"``; exact for a layer-0 head).
+    1. the ``top`` largest terms of :func:`logit_attribution` (``centred=True``)
+       at ``position`` into the node ``"logit <token>"`` (unit ``"logit"``);
+    2. head ``layer, head``'s term of that logit split over what its values
+       read: the earlier terms at each position ``j``, weighted by the
+       attention it gives ``j`` (``top`` largest; unit ``"logit"``);
+    3. the head's score contrast for ``position → key`` (:func:`qk_contrast`:
+       the score at ``key`` minus its mean over the query's other keys, what
+       moves the softmax), drawn as two nodes: ``"query side L1H0"`` at
+       ``position``, fed by the ``top`` largest query-side terms, and
+       ``"key side L1H0"`` at ``key``, fed by the key-side terms. Each node's
+       inputs add up to the same contrast (unit ``"contrast"``);
+    4. the largest key-side term, if it is a layer-0 head's write: its
+       key-side contrast split over the positions and terms (``"embed"``,
+       ``"pos"``) that head read through its values (``top`` largest; unit
+       ``"contrast"``).
+
+    Where ``top`` leaves edges out, one more edge from a node ``"(rest)"``
+    carries what they add, so the edges into every node add up to its value
+    (``top=None`` keeps every edge and needs none).
 
     Returns
     -------
@@ -635,48 +674,94 @@ def attribution_graph(model: Model, tokens, position: int, target: int, layer: i
     """
     tokens = _sequence(model, tokens)
     t = _index(position, "position", len(tokens), "the sequence")
-    la = logit_attribution(model, tokens, t, target)
-    qk = qk_attribution(model, tokens, layer, head, t, key)
     k = _index(key, "key", len(tokens), "the sequence")
+    layer = _index(layer, "layer", model.n_layers, "the model's layers")
+    w = model.layers[layer]
+    head = _index(head, "head", w.n_heads, f"layer {layer}'s heads")
+    la = logit_attribution(model, tokens, t, target, centred=True)
+    qk = qk_contrast(model, tokens, layer, head, t, k)
+    tr = model.trace(tokens)
     level = {"embed": 0.0, "pos": 0.0}
     level.update({f"L{l}H{i}": 1.0 + l for l in range(model.n_layers) for i in range(model.layers[l].n_heads)})
+    name = f"L{layer}H{head}"
     logit = Node(f"logit {model.token_names[target]}", t, model.n_layers + 1.0)
-    score = Node(f"score L{layer}H{head}", t, layer + 0.5)
-    links = [Link(Node(n, t, level[n]), logit, v, "logit") for n, v in la.terms()[:top]]
-    tr = model.trace(tokens)
-    links.append(Link(score, Node(f"L{layer}H{head}", t, level[f"L{layer}H{head}"]),
-                      float(tr.attention_weights[layer][head, t, k]), "weight"))
-    links += [Link(Node(n, t, level[n]), score, v, "score") for n, v in qk.query_side().terms()[:top]]
+
+    def hop(pairs, into):
+        """The ``top`` largest ``(source node, value)`` pairs into ``into``, and the rest as one edge."""
+        pairs = sorted(pairs, key=lambda p: -abs(p[1]))
+        kept, rest = (pairs, []) if top is None else (pairs[:top], pairs[top:])
+        out = [Link(n, into, float(v), "logit" if into.level > layer + 0.75 else "contrast") for n, v in kept]
+        if rest:
+            out.append(Link(Node("(rest)", into.position, kept[-1][0].level), into, float(sum(v for _, v in rest)),
+                            out[0].unit))
+        return out
+
+    links = hop([(Node(n, t, level[n]), v) for n, v in la.terms()], logit)
+    # 2. the head's write, through its values: A[t, j] (term_j W^V W^O) · u for every earlier term at j
+    u = _unembedding(model, target, True)
+    terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
+    ov = (terms @ (w.per_head.W_V[head] @ w.per_head.W_O[head])) @ u  # (n_terms, T)
+    ov = tr.attention_weights[layer][head, t][None, :] * ov
+    names = ["embed", "pos"] + _head_names(model, layer)
+    links += hop([(Node(names[a], j, level[names[a]]), ov[a, j]) for a in range(len(names)) for j in range(t + 1)],
+                 Node(name, t, level[name]))
+    # 3. the score contrast, one node per side
+    side_level = layer + 0.5
+    links += hop([(Node(n, t, level[n]), v) for n, v in qk.query_side().terms()],
+                 Node(f"query side {name}", t, side_level))
     key_terms = qk.key_side().terms()
-    links += [Link(Node(n, k, level[n]), score, v, "score") for n, v in key_terms[:top]]
+    links += hop([(Node(n, k, level[n]), v) for n, v in key_terms], Node(f"key side {name}", k, side_level))
+    # 4. the largest key-side term, if a layer-0 head's write: what it read through its values
     best = key_terms[0][0]
     if best.startswith("L0H") and model.smear is None:
         i = int(best[3:])
-        w, v_layer = model.layers[layer], model.layers[0]
+        v_layer = model.layers[0]
         q_vec = (tr.residual[layer][t] @ w.per_head.W_Q[head]) / np.sqrt(w.d_head)  # (d_head,)
-        T = len(tokens)
-        parts = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]])  # (2, T, d_model): embed, pos
+        A0 = tr.attention_weights[0][i, : t + 1]  # (t + 1, T): where L0H<i> looked from each key
+        others = np.arange(t + 1) != k
+        weight = A0[k] - A0[others].mean(axis=0)  # (T,): each source's weight at the key minus at the others
+        parts = terms[:2]  # (2, T, d_model): embed, pos
         via = parts @ (v_layer.per_head.W_V[i] @ v_layer.per_head.W_O[i]) @ w.per_head.W_K[head]  # (2, T, d_head)
-        contrib = tr.attention_weights[0][i, k][None, :] * (via @ q_vec)  # (2, T): exact shares of the key-side term
-        order = np.argsort(-np.abs(contrib), axis=None)[:top]
-        for flat in order:
-            which, s = np.unravel_index(flat, contrib.shape)
-            name = ("embed", "pos")[which]
-            links.append(Link(Node(name, int(s), 0.0), Node(best, k, 1.0), float(contrib[which, s]), "score"))
+        contrib = weight[None, :] * (via @ q_vec)  # (2, T): exact shares of the key-side contrast of L0H<i>
+        links += hop([(Node(("embed", "pos")[p], s, 0.0), contrib[p, s]) for p in range(2) for s in range(t + 1)],
+                     Node(best, k, 1.0))
     return links
 
 
 def graph_table(links) -> str:
-    """An attribution graph's edges as aligned text: the figure's text alternative."""
-    rows = [(str(e.source), str(e.target), f"{e.value:+.2f}", e.unit) for e in links]
+    """An attribution graph's edges as aligned text: the figure's text alternative.
+
+    Edges are grouped by the node they go into, and each group ends with
+    its sum (the node's value: the centred logit, a head's term of it, the
+    score contrast, or a key-side term of the contrast).
+    """
+    rows, order = [], list(dict.fromkeys(e.target for e in links))
+    for node in order:
+        into = [e for e in links if e.target == node]
+        rows += [(str(e.source), str(e.target), f"{e.value:+.2f}", e.unit) for e in into]
+        rows.append(("  (sum)", str(node), f"{sum(e.value for e in into):+.2f}", into[0].unit))
     head = ("from", "to", "value", "unit")
     widths = [max(len(r[c]) for r in rows + [head]) for c in range(4)]
     fmt = "  ".join(f"{{:<{w}}}" if c != 2 else f"{{:>{w}}}" for c, w in enumerate(widths))
-    return "\n".join(fmt.format(*r) for r in [head] + rows)
+    return "\n".join(fmt.format(*r).rstrip() for r in [head] + rows)
 
 
-def plot_graph(links, ax=None, token_names=None):
-    """Draw an attribution graph: positions across, levels up; edge width by ``|value|``, labelled.
+def plot_graph(links, ax=None, token_names=None, tokens=None):
+    """Draw an attribution graph: positions across, levels up; edge width by ``|value|`` within its unit.
+
+    Each node has a column of its own (no edge runs through another node's
+    box), edges bend around the columns between their ends, and each value
+    is written beside its edge's arrow head. ``"(rest)"`` edges are not
+    drawn (:func:`graph_table` lists them).
+
+    Parameters
+    ----------
+    links : list of Link
+    ax : matplotlib Axes, optional
+    token_names : list of str, optional
+        With ``tokens``: each embedding node is labelled with the token at its position.
+    tokens : (T,) array_like of int, optional
+        The sequence the graph was made from.
 
     Returns
     -------
@@ -684,40 +769,52 @@ def plot_graph(links, ax=None, token_names=None):
     """
     import matplotlib.pyplot as plt
 
+    if (token_names is None) != (tokens is None):
+        raise ValueError("plot_graph labels an embedding node with the token at its position: give both"
+                         " token_names and tokens (the sequence), or neither")
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 5.5))
-    nodes = sorted({n for e in links for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
-    positions = sorted({n.position for n in nodes})
-    by_slot = {}
-    xy = {}
-    for n in nodes:
-        slot = (n.position, n.level)
-        j = by_slot.setdefault(slot, [])
-        j.append(n)
-    for (p, lev), group in by_slot.items():
-        for j, n in enumerate(group):
-            xy[n] = (positions.index(p) * 3.0 + (j - (len(group) - 1) / 2) * 1.1, lev)
+        _, ax = plt.subplots(figsize=(12, 6.5))
+    drawn = [e for e in links if e.source.term != "(rest)"]
+    nodes = sorted({n for e in drawn for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
+    xy = {n: (2.2 * j, 2.0 * n.level) for j, n in enumerate(nodes)}  # one column per node
     cmap = plt.get_cmap("viridis")
-    biggest = {u: max(abs(e.value) for e in links if e.unit == u) for u in {e.unit for e in links}}
-    for e in links:
-        (x0, y0), (x1, y1) = xy[e.source], xy[e.target]
-        style = "--" if e.unit == "weight" else "-"
-        colour = cmap(0.8 if e.value >= 0 else 0.2)
-        ax.annotate("", (x1, y1 - 0.08), (x0, y0 + 0.08),
-                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
-                                    linestyle=style, shrinkA=6, shrinkB=6))
-        ax.text(x0 + 0.4 * (x1 - x0), y0 + 0.4 * (y1 - y0), f"{e.value:+.2f}", fontsize=7, ha="center", va="center",
-                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
-    for n, (x, y) in xy.items():
-        label = n.term if token_names is None or n.term != "embed" else f"{n.term}\n{token_names[n.position]!r}"
-        ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8,
-                bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.55), ec="black", lw=0.5, alpha=0.9))
+    biggest = {u: max(abs(e.value) for e in drawn if e.unit == u) or 1.0 for u in {e.unit for e in drawn}}
     xs = [x for x, _ in xy.values()]
     ys = [y for _, y in xy.values()]
-    ax.set_xlim(min(xs) - 1.2, max(xs) + 1.2)
-    ax.set_ylim(min(ys) - 0.4, max(ys) + 0.4)
+    ax.set_xlim(min(xs) - 1.3, max(xs) + 1.3)
+    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.5)
+    to_px, to_data = ax.transData.transform, ax.transData.inverted().transform
+    for e in drawn:
+        (x0, y0), (x1, y1) = xy[e.source], xy[e.target]
+        colour = cmap(0.85 if e.value >= 0 else 0.3)  # both readable on white and on black
+        bend = 0.0 if abs(x1 - x0) < 2.3 or abs(y1 - y0) < 1.7 else (-0.25 if x1 > x0 else 0.25)  # rise, then cross
+        ax.annotate("", (x1, y1), (x0, y0), zorder=1,
+                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
+                                    linestyle="-" if e.unit == "logit" else (0, (4, 1.5)),
+                                    shrinkA=16, shrinkB=16, connectionstyle=f"arc3,rad={bend}"))
+        # the value on the drawn curve (arc3's quadratic Bezier, in pixels), the edges into one node
+        # labelled at different points along their way, so that their labels do not meet
+        (p0, p1) = to_px([(x0, y0), (x1, y1)])
+        d = p1 - p0
+        control = (p0 + p1) / 2 + bend * np.array([d[1], -d[0]])
+        into = [f for f in drawn if f.target == e.target]
+        f = 0.4 + 0.3 * into.index(e) / max(1, len(into) - 1)
+        at = (1 - f) ** 2 * p0 + 2 * (1 - f) * f * control + f ** 2 * p1
+        ax.text(*to_data(at), f"{e.value:+.2f}", fontsize=7, ha="center", va="center", zorder=3, color="black",
+                bbox=dict(boxstyle="round,pad=0.12", fc="white", ec=colour, lw=0.6))
+    for n, (x, y) in xy.items():
+        label = n.term
+        if n.term == "embed" and tokens is not None:
+            label = f"embed\n{token_names[int(np.asarray(tokens)[n.position])]!r}"
+        ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8, zorder=4, color="black",
+                bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.6), ec="black", lw=0.5))
     ax.set_xticks([])
-    ax.set_yticks(sorted(set(ys)))
-    ax.set_ylabel("level (0 embedding, 1 layer 0, …)")
-    ax.set_xlabel("positions (left to right; node labels give each position)")
+    levels = sorted({n.level for n in nodes})
+    top_level = max(n.level for n in nodes if n.term.startswith("logit")) if any(
+        n.term.startswith("logit") for n in nodes) else None
+    ax.set_yticks([2.0 * v for v in levels],
+                  ["embedding" if v == 0 else "logit" if v == top_level else
+                   f"layer {int(v - 0.5)} score" if v % 1 else f"layer {int(v) - 1}" for v in levels])
+    ax.set_xlabel("nodes by position, left to right (each label ends with its position)")
     return ax
+

@@ -7,7 +7,10 @@ They test properties only; the exercises' hidden tests compare values.
 :class:`judging` marks what a test cell judges, so that each point is judged
 on its own function: while the grader runs the block, every exercise function
 already judged by an earlier cell is the instructor's version, so one wrong
-helper costs its own points and no others.
+helper costs its own points and no others. While any block runs (graded or
+not), the library functions an exercise asks students to write (those that
+call :func:`asked`, e.g. :func:`attnlib.attribution.logit_attribution`) are
+withheld: calling one raises :class:`Withheld`, which names it.
 """
 from __future__ import annotations
 
@@ -24,6 +27,33 @@ HIDDEN_PRINTS = ("[what your code printed or displayed while the hidden tests ra
 # written to the cell's own output around the hidden tests: the feedback drops what lies between
 # (what student code wrote to a stream it kept aside, which the quiet does not catch)
 HIDDEN_BEGIN, HIDDEN_END = "[pm-grader: hidden tests begin]\n", "[pm-grader: hidden tests end]\n"
+_judged: tuple = ()           # while a judging block runs: the names it judges
+
+
+class Withheld(AssertionError):
+    """A library function that an exercise asks for was called while a student's function was judged.
+
+    An ``AssertionError``, as every failed check is: the test cell fails with its message.
+    """
+
+
+def asked(function: str) -> None:
+    """Raise :class:`Withheld` if a :class:`judging` block is running: ``function`` is an exercise's answer.
+
+    A library function that an exercise asks students to write calls this
+    first, in its own body. The check is made when the function runs, not
+    when it is looked up, so a reference to it saved earlier
+    (``from attnlib.attribution import logit_attribution as la``) is
+    withheld as well.
+
+    Examples
+    --------
+    >>> asked("attnlib.attribution.logit_attribution")   # outside a judging block: nothing happens
+    """
+    if _judged:
+        raise Withheld(f"{function} is what this exercise asks you to write: the library's version cannot be"
+                       f" called while {', '.join(_judged)} is checked. Compute it with numpy and the"
+                       " model's trace (your own functions of this notebook may call each other)")
 
 
 def check_array(x, name: str, shape: tuple | None = None) -> np.ndarray:
@@ -171,8 +201,13 @@ class judging:
     by an earlier test cell is the instructor's version (the student's comes
     back afterwards), so a wrong helper cannot cost the points of a right
     function that calls it. Outside grading (a student's own Jupyter, the
-    instructor's notebook) the block changes nothing. A ``NameError`` for a
-    judged function says that the function is missing.
+    instructor's notebook) the block changes nothing else. A ``NameError``
+    for a judged function says that the function is missing.
+
+    In every mode, the library functions that an exercise asks students to
+    write (those that call :func:`asked`) raise :class:`Withheld` while the
+    block runs, so that a judged function cannot return the library's
+    answer; the block's own checks do not need them.
 
     Parameters
     ----------
@@ -194,7 +229,8 @@ class judging:
         self._saved: dict = {}
 
     def __enter__(self):
-        global _offered
+        global _offered, _judged
+        self._outer, _judged = _judged, self.names
         source, _offered = _offered, None
         if not source:
             return self
@@ -209,6 +245,8 @@ class judging:
         return self
 
     def __exit__(self, kind, error, trace):
+        global _judged
+        withheld, _judged = _judged, getattr(self, "_outer", ())
         _hidden(False)  # a hidden test that raised did not reach the grader's line that ends its quiet
         for name, value in self._saved.items():
             if value is _MISSING:
@@ -219,4 +257,7 @@ class judging:
         if isinstance(error, NameError) and getattr(error, "name", None) in self.names:
             error.args = (f"{error.name} is not defined: the cell that defines it was deleted, renamed,"
                           " not run, or raised an error",)
+        if withheld != self.names and error is None:
+            raise AssertionError("the checks' record of what is judged was changed while they ran:"
+                                 " the library's answers must stay withheld")
         return False  # errors go on, with their own traceback

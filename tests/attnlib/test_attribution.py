@@ -82,8 +82,9 @@ def test_path_attribution_sums_to_the_logit_and_regroups_into_heads(case):
     for name in a.names[2:]:
         ending = sum(v for n, v in zip(p.names, p.values) if n.split(">")[-1] == name)
         assert abs(ending - a[name]) < 1e-10
-    assert abs(p["direct"] - a["embed"] - a["pos"]) < 1e-10
-    n_chains = 1
+    assert abs(p["embed"] - a["embed"]) < 1e-10 and abs(p["pos"] - a["pos"]) < 1e-10
+    assert not set(p.names) & set(a.names[2:])  # a head's name alone is its whole write, never a path
+    n_chains = 2
     for w in m.layers:
         n_chains *= 1 + w.n_heads
     assert len(p.names) == n_chains
@@ -98,7 +99,7 @@ def test_path_attribution_single_head_path_by_hand():
     v = tr.attention_weights[0][2] @ tr.embedding @ w0.per_head.W_V[2] @ w0.per_head.W_O[2]
     v = tr.attention_weights[1][1] @ v @ w1.per_head.W_V[1] @ w1.per_head.W_O[1]
     p = path_attribution(m, toks, 5, 9)
-    assert np.isclose(p["L0H2>L1H1"], v[5] @ m.W_U[:, 9], atol=1e-12)
+    assert np.isclose(p["embed>L0H2>L1H1"] + p["pos>L0H2>L1H1"], v[5] @ m.W_U[:, 9], atol=1e-12)
 
 
 def test_qk_attribution_sums_to_the_score_and_softmaxes_to_the_pattern(case):
@@ -267,29 +268,74 @@ def test_attribution_graph_edges_are_exact():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from attnlib.attribution import attribution_graph, graph_table, plot_graph
+    from attnlib.attribution import attribution_graph, graph_table, plot_graph, qk_contrast
     m = load("induction")
     rng = np.random.default_rng(0)
     seg = rng.choice(50, size=12, replace=False)
     toks = np.concatenate([[50], seg, seg])  # (25,)
     t, k = 18, 7  # the second copy of seg[5] looks at seg[6] after the first
-    links = attribution_graph(m, toks, t, int(toks[t + 1]), 1, 0, k, top=100)
-    la, qk = logit_attribution(m, toks, t, int(toks[t + 1])), qk_attribution(m, toks, 1, 0, t, k)
-    into = lambda unit, pos, term: [e for e in links if e.unit == unit and e.target.term.startswith(term)
-                                    and e.target.position == pos]
-    assert np.isclose(sum(e.value for e in into("logit", t, "logit")), la.total, atol=1e-10)
-    side = {e.source.position: 0.0 for e in into("score", t, "score")}
-    for e in into("score", t, "score"):
-        side[e.source.position] += e.value
-    assert np.isclose(side[t], qk.total, atol=1e-10) and np.isclose(side[k], qk.total, atol=1e-10)
+    target = int(toks[t + 1])
+    la = logit_attribution(m, toks, t, target, centred=True)
+    qk = qk_contrast(m, toks, 1, 0, t, k)
     best = qk.key_side().terms()[0][0]
     assert best.startswith("L0H")
-    assert np.isclose(sum(e.value for e in into("score", k, best)), qk.key_side()[best], atol=1e-10)
+    for top in (None, 3):
+        links = attribution_graph(m, toks, t, target, 1, 0, k, top=top)
+        into = {}
+        for e in links:
+            into[e.target] = into.get(e.target, 0.0) + e.value
+        by_term = {(n.term, n.position): v for n, v in into.items()}
+        # every node's inputs (the left-out edges as one "(rest)" edge) add up to its value
+        assert np.isclose(by_term[f"logit {m.token_names[target]}", t], la.total, atol=1e-10)
+        assert np.isclose(by_term["L1H0", t], la["L1H0"], atol=1e-10)  # the OV hop: the head's term of the logit
+        assert np.isclose(by_term["query side L1H0", t], qk.total, atol=1e-10)
+        assert np.isclose(by_term["key side L1H0", k], qk.total, atol=1e-10)
+        assert np.isclose(by_term[best, k], qk.key_side()[best], atol=1e-10)
+        assert all(e.unit == ("logit" if e.target.term.startswith(("logit", "L1H0")) else "contrast") for e in links)
+        assert (top is None) == all(e.source.term != "(rest)" for e in links)
+    # the centred logit is the logit minus the position's mean logit
+    logits = m.forward(toks)[t]
+    assert np.isclose(la.total, logits[target] - logits.mean(), atol=1e-10)
     text = graph_table(links)
-    assert text.splitlines()[0].split() == ["from", "to", "value", "unit"] and len(text.splitlines()) == len(links) + 1
-    ax = plot_graph(links, token_names=m.token_names)
-    assert len(ax.texts) > len(links)
+    assert text.splitlines()[0].split() == ["from", "to", "value", "unit"]
+    assert len(text.splitlines()) == 1 + len(links) + len({e.target for e in links})  # one sum per node
+    ax = plot_graph(links, token_names=m.token_names, tokens=toks)
+    assert len(ax.texts) > len(links) - 5
     plt.close("all")
+
+
+def test_the_graph_labels_an_embedding_by_the_token_at_its_position():
+    """An embedding node at position p shows the token at p, not the vocabulary's p-th token."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from attnlib.attribution import Link, Node, plot_graph
+    m = load("induction")
+    toks = np.array([50, 3, 7, 9, 3, 7])
+    links = [Link(Node("embed", 1, 0.0), Node("L0H2", 2, 1.0), 1.0, "contrast"),
+             Link(Node("embed", 4, 0.0), Node("logit", 4, 3.0), 2.0, "logit")]
+    ax = plot_graph(links, token_names=m.token_names, tokens=toks)
+    labels = [t.get_text() for t in ax.texts if t.get_text().startswith("embed")]
+    assert sorted(labels) == [f"embed\n{m.token_names[3]!r}\n@1", f"embed\n{m.token_names[3]!r}\n@4"]
+    assert m.token_names[1] != m.token_names[3]  # a lookup by position would have shown another token
+    with pytest.raises(ValueError, match="token_names and tokens"):
+        plot_graph(links, token_names=m.token_names)
+    plt.close("all")
+
+
+@pytest.mark.parametrize("name", ["induction", "plays_2l_spans"])
+def test_a_centred_split_is_the_split_minus_its_mean_over_the_vocabulary(name):
+    m = load(name)
+    toks = sequence(m, 12, seed=3)
+    plain = np.stack([logit_attribution(m, toks, 9, v).values for v in range(m.vocab)])  # (vocab, n_terms)
+    paths_ = np.stack([path_attribution(m, toks, 9, v).values for v in range(m.vocab)])
+    for v in (0, 5):
+        c = logit_attribution(m, toks, 9, v, centred=True)
+        assert np.allclose(c.values, plain[v] - plain.mean(0), atol=1e-10) and c.what == "centred logit"
+        p = path_attribution(m, toks, 9, v, centred=True)
+        assert np.allclose(p.values, paths_[v] - paths_.mean(0), atol=1e-10)
+        logits = m.forward(toks)[9]
+        assert np.isclose(p.total, logits[v] - logits.mean(), atol=1e-10)
 
 
 @pytest.mark.parametrize("name", ["induction", "plays_2l_spans", "toy3_smear"])

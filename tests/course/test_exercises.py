@@ -295,3 +295,17 @@ def test_the_answers_the_prompts_used_to_give_stay_out():
                                         and not c.metadata.get("nbgrader", {}).get("solution")))
         for phrase in phrases:
             assert _code_words(phrase) not in prompts, f"{name}: a prompt gives away {phrase!r}"
+
+
+@pytest.mark.parametrize("target,test_id,call", [
+    ("logit_attribution", "test-logit", "lib(model, tokens, position, target).values"),
+    ("qk_attribution", "test-qk", "lib(model, tokens, layer, head, query, key).values"),
+])
+def test_the_library_answer_saved_at_import_scores_nothing(target, test_id, call):
+    """Exercise 9: a student's cell that imports the library's answer under another name at its top
+    (before the test cell starts judging) fails both parts, with the message that names it."""
+    cell = solution_cell("09_attribution", target).source
+    answer = f"from attnlib.attribution import {target} as lib\n" + with_wrong_answer(cell, target, f"return {call}")
+    visible, hidden = (run_cell("09_attribution", test_id, [answer], part) for part in ("visible", "hidden"))
+    assert isinstance(visible, checks.Withheld) and f"attnlib.attribution.{target} is what" in str(visible)
+    assert isinstance(hidden, checks.Withheld)

@@ -48,3 +48,14 @@ def test_a_second_run_keeps_what_the_learner_has(written):
     assert f"kept: {mine}" in proc.stdout, proc.stdout
     assert gone.exists() and f"new:  {gone}" in proc.stdout, proc.stdout
     assert not list(written.rglob("*.partial"))
+
+
+def test_make_exercises_installs_no_grading_sandbox():
+    """A learner's command: make exercises sets up the environment, never bubblewrap (make install does)."""
+    plan = subprocess.run(["make", "-n", "exercises", "EXERCISES_DIR=/nonexistent/my-exercises"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert plan.returncode == 0, plan.stderr
+    assert "pm_course.student" in plan.stdout
+    assert "bubblewrap" not in plan.stdout and "bwrap" not in plan.stdout, plan.stdout
+    install = subprocess.run(["make", "-n", "install"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "bubblewrap" in install.stdout, "make install no longer names the sandbox: this test checks nothing"

@@ -536,6 +536,23 @@ WRONG = {
          "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
          "return np.concatenate([[tr.embedding[position] @ u, model.W_pos[position] @ u],"
          " *[w[:, position] @ u for w in tr.writes]])"),
+        ("logit_attribution", "test-logit", "the whole embedding as the token term, the position term 0",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "return np.concatenate([[tr.embedding[position] @ u, 0.0], *[w[:, position] @ u for w in tr.writes]])"),
+        ("logit_attribution", "test-logit", "the position term read at row 0 of W_pos",
+         "tr = model.trace(tokens)\nu = model.W_U[:, target]\n"
+         "token = tr.embedding[position] - model.W_pos[0]\n"
+         "return np.concatenate([[token @ u, model.W_pos[0] @ u], *[w[:, position] @ u for w in tr.writes]])"),
+        ("logit_attribution", "test-logit", "the library's answer",
+         "import attnlib.attribution\n"
+         "return attnlib.attribution.logit_attribution(model, tokens, position, target).values"),
+        ("logit_attribution", "test-logit", "the library's answer by another road (its path split, summed by head)",
+         "from attnlib.attribution import path_attribution\n"
+         "a = path_attribution(model, tokens, position, target)\n"
+         "token = model.W_E[tokens[position]] @ model.W_U[:, target]\n"
+         "heads = [f'L{l}H{i}' for l in range(model.n_layers) for i in range(model.layers[l].n_heads)]\n"
+         "return np.array([token, model.W_pos[position] @ model.W_U[:, target]]"
+         " + [sum(v for n, v in zip(a.names, a.values) if n.split('>')[-1] == h) for h in heads])"),
         ("qk_attribution", "test-qk", "no 1/sqrt(d_head) scale",
          "tr = model.trace(tokens)\nT = len(tokens)\n"
          "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
@@ -560,23 +577,61 @@ WRONG = {
          "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes for h in w])\n"
          "w = model.layers[layer].per_head\n"
          "return (terms[:, query] @ w.W_Q[head]) @ (terms[:, key] @ w.W_K[head]).T / np.sqrt(model.layers[layer].d_head)"),
+        ("qk_attribution", "test-qk", "the whole score in one corner",
+         "tr = model.trace(tokens)\nw = model.layers[layer].per_head\nx = tr.residual[layer]\n"
+         "n = 2 + sum(model.layers[l].n_heads for l in range(layer))\nM = np.zeros((n, n))\n"
+         "M[0, 0] = (x[query] @ w.W_Q[head]) @ (x[key] @ w.W_K[head]) / np.sqrt(model.layers[layer].d_head)\n"
+         "return M"),
+        ("qk_attribution", "test-qk", "the key side lumped in one column: the whole stream at the key",
+         "tr = model.trace(tokens)\nT = len(tokens)\n"
+         "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
+         "w = model.layers[layer].per_head\nM = np.zeros((len(terms), len(terms)))\n"
+         "M[:, 0] = (terms[:, query] @ w.W_Q[head]) @ (tr.residual[layer][key] @ w.W_K[head])"
+         " / np.sqrt(model.layers[layer].d_head)\nreturn M"),
+        ("qk_attribution", "test-qk", "the library's answer",
+         "from attnlib.attribution import qk_attribution as split\n"
+         "return split(model, tokens, layer, head, query, key).values"),
         ("keys_read", "test-keys", "the query side (rows) summed instead of the key side",
-         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
-         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
-         "return f\"L0H{int(np.argmax(M.sum(axis=1)[2:]))}\""),
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = C.sum(axis=1)[2:]\nreturn names[int(np.argmax(side))] if side.max() > 0 else None"),
         ("keys_read", "test-keys", "the embeddings included: may name 'embed' or 'pos'",
-         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
-         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
-         "names = ['embed', 'pos'] + [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
-         "return names[int(np.argmax(M.sum(axis=0)))]"),
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = C.sum(axis=0)\nreturn (['embed', 'pos'] + names)[int(np.argmax(side))] if side.max() > 0 else None"),
         ("keys_read", "test-keys", "the index of the head, not its name",
-         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
-         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
-         "return int(np.argmax(M.sum(axis=0)[2:]))"),
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = C.sum(axis=0)[2:]\nreturn int(np.argmax(side)) if side.max() > 0 else None"),
         ("keys_read", "test-keys", "the smallest key-side term instead of the largest",
-         "key = int(np.argmax(model.trace(tokens).patterns[layer][head, query][: query + 1]))\n"
-         "M = qk_attribution(model, tokens, layer, head, query, key)\n"
-         "return f\"L0H{int(np.argmin(M.sum(axis=0)[2:]))}\""),
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = C.sum(axis=0)[2:]\nreturn names[int(np.argmin(side))] if side.max() > 0 else None"),
+        ("keys_read", "test-keys", "never None: the largest head's term named even when it is not positive",
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "return names[int(np.argmax(C.sum(axis=0)[2:]))]"),
+        ("keys_read", "test-keys", "every earlier head named as a head of layer 0",
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = C.sum(axis=0)[2:]\nreturn f'L0H{int(np.argmax(side))}' if side.max() > 0 else None"),
+        ("keys_read", "test-keys", "the library's QK attribution, not the notebook's own",
+         "from attnlib.attribution import qk_contrast\n"
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "side = qk_contrast(model, tokens, layer, head, query, key).key_side()\n"
+         "best = max(side.names[2:], key=lambda n: side[n])\nreturn best if side[best] > 0 else None"),
     ],
     "10_attribution_patching": [
         ("stream_gradient", "test-grad", "the direct path only: layer 1's heads left out",
@@ -928,6 +983,17 @@ ALTERNATIVES = {
          "out = [model.W_E[tokens[position]] @ u, model.W_pos[position] @ u]\n"
          "for w in tr.writes:\n    for h in range(w.shape[0]):\n        out.append(float(w[h, position] @ u))\n"
          "return np.array(out)"),
+        ("logit_attribution", "each head's write recomputed from W_Q, W_K, W_V and W_O, layer by layer",
+         "T = len(tokens)\nx = model.W_E[tokens] + model.W_pos[:T]\nu = model.W_U[:, target]\n"
+         "out = [model.W_E[tokens[position]] @ u, model.W_pos[position] @ u]\n"
+         "for w in model.layers:\n    p = w.per_head\n    total = 0\n"
+         "    for h in range(w.n_heads):\n"
+         "        s = (x @ p.W_Q[h]) @ (x @ p.W_K[h]).T / np.sqrt(w.d_head)\n"
+         "        s = np.where(np.tri(T, dtype=bool), s, -np.inf)\n"
+         "        write = softmax(s) @ (x @ p.W_V[h]) @ p.W_O[h]   # (T, d_model)\n"
+         "        out.append(write[position] @ u)\n        total = total + write\n"
+         "    x = x + total\n"
+         "return np.array(out)"),
         ("qk_attribution", "einsum over the stacked terms",
          "tr = model.trace(tokens)\nT = len(tokens)\n"
          "terms = np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None], *tr.writes[:layer]])\n"
@@ -942,16 +1008,28 @@ ALTERNATIVES = {
          "        M[a, b] = terms[a][query] @ W_P @ terms[b][key]\n"
          "return M / np.sqrt(model.layers[layer].d_head)"),
         ("keys_read", "the attended key from the softmax of the totals, a dict of names",
-         "totals = [qk_attribution(model, tokens, layer, head, query, k).sum() for k in range(query + 1)]\n"
-         "key = int(np.argmax(totals))\nby_key = qk_attribution(model, tokens, layer, head, query, key).sum(axis=0)\n"
+         "M = [qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)]\n"
+         "key = int(np.argmax(softmax(np.array([m.sum() for m in M]))))\n"
+         "C = M[key] - sum(m for k, m in enumerate(M) if k != key) / query\n"
          "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
-         "return max(dict(zip(names, by_key[2:])).items(), key=lambda kv: kv[1])[0]"),
-        ("keys_read", "a loop keeping the best so far",
-         "A = model.trace(tokens).patterns[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
-         "M = qk_attribution(model, tokens, layer, head, query, key)\nbest, name, j = -np.inf, None, 2\n"
+         "name, v = max(dict(zip(names, C.sum(axis=0)[2:])).items(), key=lambda kv: kv[1])\n"
+         "return name if v > 0 else None"),
+        ("keys_read", "the attention weights recomputed from W_Q and W_K, a loop keeping the best so far",
+         "w = model.layers[layer]\nx = model.trace(tokens).residual[layer]   # (T, d_model)\n"
+         "s = (x[query] @ w.per_head.W_Q[head]) @ (x[: query + 1] @ w.per_head.W_K[head]).T / np.sqrt(w.d_head)\n"
+         "key = int(np.argmax(softmax(s)))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(query + 1)])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\nbest, name, j = 0.0, None, 2\n"
          "for l in range(layer):\n    for i in range(model.layers[l].n_heads):\n"
-         "        if M[:, j].sum() > best:\n            best, name = M[:, j].sum(), f'L{l}H{i}'\n        j += 1\n"
+         "        if C[:, j].sum() > best:\n            best, name = C[:, j].sum(), f'L{l}H{i}'\n        j += 1\n"
          "return name"),
+        ("keys_read", "a double loop over keys and key-side terms, the mean of the others by hand",
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = np.zeros(len(names))\n"
+         "for k in range(query + 1):\n    col = qk_attribution(model, tokens, layer, head, query, k).sum(axis=0)[2:]\n"
+         "    for j in range(len(names)):\n        side[j] += col[j] if k == key else -col[j] / query\n"
+         "return names[int(np.argmax(side))] if side.max() > 0 else None"),
     ],
     "10_attribution_patching": [
         ("stream_gradient", "every head at once with einsum",
