@@ -489,9 +489,10 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
 
 
 def _name_part(entry: Entry) -> str | None:
-    """The ``<lastfirst>`` of a Canvas entry's file (a group's name in a group assignment's download)."""
+    """The ``<lastfirst>`` of a Canvas entry's file (a group's name in a group assignment's download), folded
+    (:func:`pm_course.lms.slug`: Canvas may keep accented letters there)."""
     found = re.match(lms.CANVAS_NAME, Path(entry.source).name) if entry.source else None
-    return found["last_first"] if found else None
+    return lms.slug(found["last_first"]) if found else None
 
 
 def _group_work(found: Class, members: dict, groups: lms.Groups | None, people: list, ids: dict,

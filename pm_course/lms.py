@@ -323,6 +323,6 @@ def looks_like_group(name_part: str, lms_id: str, people: list[Student]) -> bool
     (True, False)
     """
     on_roster = next((p for p in people if p.lms_id == lms_id), None)
-    if on_roster is not None and slug(on_roster.name) == name_part:
+    if on_roster is not None and slug(on_roster.name) == slug(name_part):
         return False
     return bool(GROUP_WORD.search(name_part))

@@ -13,6 +13,7 @@ Part of the state layer: it imports no step (collect, grade, review, export).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -66,10 +67,17 @@ def digest(text: str) -> str:
 
 
 def _source_texts(assignment: str) -> frozenset:
-    """The text of every cell of the assignment's source (prompts, instructions): never part of an answer."""
+    """The text of every cell of the assignment's source but its answers (prompts, instructions): never part of
+    an answer."""
+    path = source_notebook(assignment)
+    return _texts_of(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _texts_of(path: Path, mtime_ns: int) -> frozenset:
     import nbformat
 
-    return frozenset(_plain(c.source) for c in nbformat.read(source_notebook(assignment), as_version=4).cells
+    return frozenset(_plain(c.source) for c in nbformat.read(path, as_version=4).cells
                      if _plain(c.source) and not c.metadata.get("nbgrader", {}).get("solution"))
 
 

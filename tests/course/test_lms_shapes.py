@@ -319,3 +319,19 @@ def test_a_group_not_in_the_groups_file_or_a_student_not_found_is_refused(group_
     proc = run(env, "collect", "--from", "canvas", download, "--roster", book, "--assignment", NAME, "--groups", groups)
     assert proc.returncode != 0 and "row 2" in proc.stderr and "'Ada Nobody' is not a student" in proc.stderr
     assert not (tmp / "bad" / "course" / "submissions.csv").exists()
+
+
+def test_a_class_whose_file_names_keep_accents_is_not_taken_for_groups(tmp_path, two_assignments):
+    """Most names of the roster are not the files' as written (Canvas may keep accented letters): no group."""
+    book = gradebook(tmp_path / "gradebook.csv", [("Núñez, José", "601"), ("Øvergård, Åse", "602"),
+                                                  ("Lê, Thị", "603")])
+    download = _zip(tmp_path / "week3.zip", [("núñezjosé_601_9601_subspace.ipynb", solved(NAME), MARCH),
+                                             ("øvergårdåse_602_9602_subspace.ipynb", solved(NAME), MARCH),
+                                             ("lêthị_603_9603_subspace.ipynb", solved(NAME), MARCH)])
+    env = environment(tmp_path, two_assignments)
+    ok(run(env, "collect", "--from", "canvas", download, "--roster", book, "--assignment", NAME))
+    from pm_course.lms import student_id
+
+    assert sorted(manifest(tmp_path)) == sorted(student_id(n, i) for n, i in (("Núñez, José", "601"),
+                                                                               ("Øvergård, Åse", "602"),
+                                                                               ("Lê, Thị", "603")))
