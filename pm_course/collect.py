@@ -11,6 +11,10 @@ Each source is read where it is and copied, never moved or changed:
   notebook);
 - ``moodle ZIP``: Moodle's "Download all submissions", a folder per student.
 
+A Canvas group assignment's download names each entry by the group and the
+member who handed it in: with ``--groups FILE`` each group's upload is every
+member's; without it, it is refused (:func:`_group_work`).
+
 File names are parsed as nbgrader's ``FileNameCollectorPlugin`` parses them
 (:func:`file_name_fields`; the regular expressions are in :mod:`pm_course.lms`).
 For each student and assignment the newest upload wins (the highest ``-N``

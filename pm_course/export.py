@@ -11,7 +11,10 @@
 - ``export --to moodle WORKSHEET.csv``: the offline grading worksheet, every
   column and row as it came, with Grade (on its Maximum Grade) and Feedback
   comments filled in; a worksheet whose file name names another assignment
-  than ``--assignment`` is refused.
+  than ``--assignment`` is refused. A worksheet graded with a scale (a
+  ``Scale`` column) gets the scale's items, mapped from the points by the
+  course file's ``scale`` and ``scale_thresholds``, or is refused, naming its
+  items (:func:`_worksheet_scale`).
 - ``export --to csv``: grades.csv with the late policy's columns.
 
 Where the LMS's points differ from the assignment's, scores are rescaled and

@@ -13,7 +13,13 @@ submissions                (or, not in folders, ``<Full name>_<participant id>_a
 Canvas, anonymous grading  ``anon_<anonymous id>_<file id>_<original>``: no student named, refused
 Moodle grading worksheet   ``Identifier`` ("Participant N"), ``Full name``, ``Email address``,
                            ``Status`` ("... - 1 day 2 hours late"), ``Grade``, ``Maximum Grade``,
-                           ``Last modified (submission)`` (the real time), ... ``Feedback comments``
+                           ``Last modified (submission)`` (the real time), ... ``Feedback comments``;
+                           graded with a scale: ``Scale`` (its items, comma-separated) in place of
+                           ``Maximum Grade``, and only those items in ``Grade``
+Canvas, a group            one entry per group: ``<group name>_[LATE_]<user id of the member who
+assignment's download      handed it in>_<submission id>_<original>``
+Canvas groups export       a row per student: ``name, canvas_user_id, user_id, login_id, sections,
+                           group_name, canvas_group_id, group_id`` (:func:`read_groups`)
 =========================  ===================================================================
 
 A student of an LMS gets the course id ``<name>_<LMS id>`` (:func:`student_id`):
