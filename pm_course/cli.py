@@ -144,6 +144,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--replace", action="store_true",
                    help="replace everything collected for the assignment from this LMS (default: add, replacing"
                         " only the students in this download, each printed; the others keep their work)")
+    p.add_argument("--groups", type=Path, metavar="FILE", default=None,
+                   help="a Canvas group assignment: who is in which group (Canvas's groups export, or a CSV of"
+                        " two columns group,student); each group's submission is graded for every member")
     p.add_argument("--undo", action="store_true",
                    help="put back what the last collection replaced (each collection keeps a copy in"
                         " course/history/; what the undone one brought in is kept in course/history/undone/)")
@@ -320,7 +323,7 @@ def _run(args: argparse.Namespace) -> None:
         from .collect import collect
 
         if args.undo:
-            if args.source or args.path or args.roster or args.assignment or args.replace:
+            if args.source or args.path or args.roster or args.assignment or args.replace or args.groups:
                 parser().error("collect --undo takes no other argument (it undoes the last collection)")
             from .history import undo
 
@@ -328,7 +331,8 @@ def _run(args: argparse.Namespace) -> None:
         elif args.source is None or args.path is None:
             parser().error("collect: --from and PATH are required (or --undo)")
         else:
-            collect(args.source, args.path, roster=args.roster, assignment=args.assignment, replace=args.replace)
+            collect(args.source, args.path, roster=args.roster, assignment=args.assignment, replace=args.replace,
+                    groups=args.groups)
     elif args.command == "grade":
         from .grade import grade
 

@@ -11,6 +11,10 @@ Each source is read where it is and copied, never moved or changed:
   notebook);
 - ``moodle ZIP``: Moodle's "Download all submissions", a folder per student.
 
+A Canvas group assignment's download names each entry by the group and the
+member who handed it in: with ``--groups FILE`` each group's upload is every
+member's; without it, it is refused (:func:`_group_work`).
+
 File names are parsed as nbgrader's ``FileNameCollectorPlugin`` parses them
 (:func:`file_name_fields`; the regular expressions are in :mod:`pm_course.lms`).
 For each student and assignment the newest upload wins (the highest ``-N``
@@ -384,7 +388,7 @@ def _store(entry: Entry, data: bytes | Path, nb, dropped: list[str]) -> None:
 
 
 def collect(source: str, path: Path, roster: Path | None = None, assignment: str | None = None,
-            replace: bool = False) -> list[Entry]:
+            replace: bool = False, groups: Path | None = None) -> list[Entry]:
     """Collect submissions into the course folder; print what was used, renamed and left out.
 
     Parameters
@@ -401,6 +405,9 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     replace : bool
         Replace everything collected before for the assignments covered (from the same LMS);
         default: add, replacing per student (students not in this download keep their work).
+    groups : Path, optional
+        A Canvas group assignment's groups (Canvas's groups export, or ``group,student``): each group's
+        submission is every member's (:func:`_group_work`); without it, a group download is refused.
 
     Returns
     -------
@@ -414,6 +421,8 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
         raise CourseError(f"--assignment {assignment!r} is not an assignment: expected one of {sorted(expected)}")
     if source == "folder" and roster is not None:
         raise CourseError("--roster goes with --from canvas or --from moodle (a folder names its students itself)")
+    if groups is not None and source != "canvas":
+        raise CourseError("--groups goes with --from canvas (a Canvas group assignment's download)")
     path = path.resolve()
     old = submissions.read_manifest(MANIFEST)
     if source == "folder":
@@ -431,8 +440,11 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
         people = lms.roster(roster, source) if roster else []
         for person in people:
             ids.setdefault(person.lms_id, lms.student_id(person.name, person.lms_id))
+        teams = lms.read_groups(groups, people) if groups is not None else None
         contents = read_zip(path)  # all of it, before anything changes: a damaged file stops here
         found, members = from_zip(path, source, assignment, ids, contents)
+        if source == "canvas":
+            _group_work(found, members, teams, people, ids, path)
         covered = {assignment} if assignment else {e.assignment for e in found.entries}
         if not covered:
             raise CourseError(f"{path}: refused: no notebook of an assignment in it (expected"
@@ -478,6 +490,80 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
         print(f"What was collected before for {', '.join(sorted(covered))} is kept in {kept}"
               " (pm-course collect --undo puts it back).")
     return entries
+
+
+def _name_part(entry: Entry) -> str | None:
+    """The ``<lastfirst>`` of a Canvas entry's file (a group's name in a group assignment's download), folded
+    (:func:`pm_course.lms.slug`: Canvas may keep accented letters there)."""
+    found = re.match(lms.CANVAS_NAME, Path(entry.source).name) if entry.source else None
+    return lms.slug(found["last_first"]) if found else None
+
+
+def _group_work(found: Class, members: dict, groups: lms.Groups | None, people: list, ids: dict,
+                path: Path) -> None:
+    """A Canvas group assignment's download: each group's submission becomes every member's (``--groups``).
+
+    Canvas names a group's files by the group (``projectgroup1_<user id>_...``),
+    with the id of the member who handed it in: without the groups, the other
+    members would be "not submitted". Without ``groups``, such a download is
+    refused with the instruction.
+    """
+    roster = {p.lms_id: p for p in people}
+    handed = [e for e in found.entries if _name_part(e)]
+    named_group = [e for e in handed if lms.looks_like_group(_name_part(e), e.lms_id, people)]
+    # a roster whose names are not the files' (for most of them: a download named by groups, whatever they are called)
+    other_name = [e for e in handed if e.lms_id in roster and lms.slug(roster[e.lms_id].name) != _name_part(e)]
+    if len(other_name) >= 2 and 2 * len(other_name) >= len(handed):
+        named_group += [e for e in other_name if e not in named_group]
+    if groups is None:
+        if named_group:
+            names = sorted({_name_part(e) for e in named_group})
+            raise CourseError(
+                f"{path}: a Canvas group assignment's download: its files are named by group, not by student"
+                f" ({', '.join(names[:4])}{' ...' if len(names) > 4 else ''}), each handed in by one member, so every"
+                " other member would be \"not submitted\". Give the groups with --groups FILE: Canvas's groups export"
+                " (People > Groups, the group set's menu > Export) or a CSV of two columns group,student (the"
+                " student's course id as in course/grades.csv, Canvas user id, or name as the roster has it)."
+                " Nothing was collected.")
+        return
+    unknown = sorted({_name_part(e) for e in named_group if _name_part(e) not in groups.members})
+    if unknown:
+        raise CourseError(f"{path}: the group(s) {', '.join(unknown)} are not in {groups.path.name} (its groups:"
+                          f" {', '.join(sorted(groups.names.values()))}): export the group set this assignment uses"
+                          " again from Canvas. Nothing was collected.")
+    for entry in [e for e in found.entries if _name_part(e) in groups.members]:
+        key = _name_part(entry)
+        group, team = groups.names[key], [p for p in groups.members[key] if not lms.is_test_student(p.name)]
+        known = roster.get(entry.lms_id) or next((p for p in team if p.lms_id == entry.lms_id), None)
+        if known is not None and known.name and ids.get(entry.lms_id) == lms.student_id(key, entry.lms_id):
+            # from_zip named the submitter after the group: the student's own id, as the roster would give it
+            ids[entry.lms_id] = lms.student_id(known.name, entry.lms_id)
+            if (entry.student, entry.assignment) in members:
+                members[(ids[entry.lms_id], entry.assignment)] = members.pop((entry.student, entry.assignment))
+            entry.student = ids[entry.lms_id]
+        submitter = (known.name if known is not None and known.name else entry.student)
+        entry.name = known.name if known is not None and known.name else entry.name
+        said = f"group work: {group}'s submission, handed in by {submitter}"
+        if all(p.lms_id != entry.lms_id for p in team):
+            found.warnings.append(f"{entry.student}/{entry.assignment}: handed in {group}'s work but is not in"
+                                  f" {group} in {groups.path.name}: graded with the group")
+        entry.reason = "; ".join(r for r in (entry.reason, said) if r)
+        others = []
+        for person in team:
+            if person.lms_id == entry.lms_id:
+                continue
+            name = (roster.get(person.lms_id) or person).name
+            student = ids.setdefault(person.lms_id, lms.student_id(name or "student", person.lms_id))
+            if any(e.student == student and e.assignment == entry.assignment for e in found.entries):
+                continue  # their own entry in the download
+            found.entries.append(Entry(student, entry.assignment, status=entry.status, reason=entry.reason,
+                                       name=name, lms="canvas", lms_id=person.lms_id, late=entry.late,
+                                       source=entry.source))
+            if (entry.student, entry.assignment) in members:
+                members[(student, entry.assignment)] = members[(entry.student, entry.assignment)]
+            others.append(student)
+        found.warnings.append(f"{group}: {entry.student}'s upload is the group's work, graded for each member"
+                              f" ({', '.join([entry.student, *others])})")
 
 
 def _no_one_shared(found: Class, people: list, old: list, source: str, path: Path) -> None:

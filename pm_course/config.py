@@ -10,6 +10,8 @@ one. Every key is optional::
     due = 2025-03-03T23:59:00
     canvas = "01_copying (4401)"            # the gradebook column this assignment fills
     moodle = "Exercise 1: Copying"          # the Moodle assignment (its worksheet's file name says it)
+    scale = ["Not yet competent", "Competent", "Excellent"]   # a Moodle scale's items, lowest first
+    scale_thresholds = [0, 0.5, 0.85]       # the fraction of the points from which each item is given
     moodle_id = 77                          # its id in Moodle's web services (pm-course push)
     [extensions.garciaeva_107]              # a student's own due dates (by the course's student id)
     04_noisy_keys = 2025-03-13T23:59:00
@@ -19,6 +21,9 @@ one. Every key is optional::
     [moodle]                                # the token: $MOODLE_TOKEN
     url = "https://moodle.example.edu"
     course = 12
+
+``scale`` and ``scale_thresholds`` may also be set once for the whole course
+(at the top); an assignment's own win.
 
 A due date is a TOML date-time (``2025-03-03T23:59:00``, or with a UTC offset),
 a string in the same form (``"2025-03-03 23:59"``), or a date alone (the end of
@@ -38,8 +43,9 @@ from pathlib import Path
 from .course import ROOT, CourseError, assignment_names
 
 FILE_NAME = "course.toml"
-TOP_KEYS = ("timezone", "late_penalty", "assignments", "extensions", "canvas", "moodle")
-ASSIGNMENT_KEYS = ("due", "canvas", "moodle", "moodle_id")
+TOP_KEYS = ("timezone", "late_penalty", "scale", "scale_thresholds", "assignments", "extensions", "canvas",
+            "moodle")
+ASSIGNMENT_KEYS = ("due", "canvas", "moodle", "moodle_id", "scale", "scale_thresholds")
 LMS_KEYS = ("url", "course")
 
 
@@ -57,6 +63,7 @@ class Assignment:
     canvas: str | None = None   # the Canvas gradebook's column, e.g. "Exercise 4: Noisy keys (4404)"
     moodle: str | None = None   # the Moodle assignment's name, as its grading worksheet's file name has it
     moodle_id: int | None = None  # the Moodle assignment's id in its web services (pm-course push)
+    scale: "Scale | None" = None  # the LMS's scale this assignment is graded with (its items), when it has one
 
     @property
     def canvas_id(self) -> int | None:
@@ -73,6 +80,31 @@ class Server:
     course: int
 
 
+@dataclass(frozen=True)
+class Scale:
+    """A grading scale's items (lowest first) and the fraction of the points from which each is given.
+
+    >>> Scale(("Not yet competent", "Competent", "Excellent"), (0.0, 0.5, 0.85)).item(2.5, 3)
+    'Competent'
+    """
+
+    items: tuple[str, ...]
+    thresholds: tuple[float, ...]
+
+    def item(self, points: float, most: float) -> str:
+        """The item ``points`` of ``most`` earn: the highest whose threshold the fraction reaches."""
+        fraction = points / most if most > 0 else 0.0
+        chosen = self.items[0]
+        for item, threshold in zip(self.items, self.thresholds):
+            if fraction >= threshold - 1e-9:  # 0.85 of 20 points is 17, not 16.999...
+                chosen = item
+        return chosen
+
+    def describe(self) -> str:
+        """``Not yet competent (from 0%), Competent (from 50%), ...``"""
+        return ", ".join(f"{i} (from {t * 100:g}%)" for i, t in zip(self.items, self.thresholds))
+
+
 @dataclass
 class Course:
     """The course file, read and checked (:func:`load`); empty when there is none."""
@@ -80,6 +112,7 @@ class Course:
     source: Path | None = None
     timezone: tzinfo | None = None
     late_penalty: float | None = None   # percent of the score per day late, for export and feedback alike
+    scale: Scale | None = None          # the course-wide scale (an assignment's own wins)
     assignments: dict[str, Assignment] = field(default_factory=dict)
     extensions: dict[str, dict[str, datetime]] = field(default_factory=dict)
     servers: dict[str, Server] = field(default_factory=dict)  # "canvas", "moodle": the [canvas] and [moodle] tables
@@ -87,6 +120,10 @@ class Course:
     def assignment(self, name: str) -> Assignment:
         """The settings of assignment ``name`` (all None when the file does not mention it)."""
         return self.assignments.get(name, Assignment())
+
+    def scale_of(self, name: str) -> Scale | None:
+        """The scale assignment ``name`` is graded with: its own, else the course's, else None."""
+        return self.assignment(name).scale or self.scale
 
     def due(self, assignment: str, student: str | None = None) -> tuple[datetime | None, str]:
         """(due date, where it comes from) of ``assignment`` for ``student``: their extension, else the assignment's."""
@@ -163,6 +200,39 @@ def parse_due(value, where: str, zone: tzinfo | None = None) -> datetime:
     return value
 
 
+def _scale(table: dict, where: str) -> Scale | None:
+    """The ``scale`` and ``scale_thresholds`` of a table of the course file (None when it sets neither)."""
+    if "scale" not in table and "scale_thresholds" not in table:
+        return None
+    example = ('scale = ["Not yet competent", "Competent", "Excellent"] and scale_thresholds = [0, 0.5, 0.85]'
+               " (the fraction of the points from which each item is given)")
+    if "scale" not in table or "scale_thresholds" not in table:
+        lacks = "scale" if "scale" not in table else "scale_thresholds"
+        raise CourseError(f"{where}: {lacks} is missing: a scale needs its items and thresholds, e.g. {example}")
+    items, thresholds = table["scale"], table["scale_thresholds"]
+    if not isinstance(items, list) or len(items) < 2 or not all(isinstance(i, str) and i.strip() for i in items):
+        raise CourseError(f"{where}: scale = {items!r}: expected the scale's items in quotes, lowest first (at least"
+                          f" two), as the LMS names them, e.g. {example}")
+    items = [i.strip() for i in items]
+    twice = sorted({i for i in items if items.count(i) > 1})
+    if twice:
+        raise CourseError(f"{where}: scale names {', '.join(map(repr, twice))} twice")
+    if any("," in i for i in items):
+        raise CourseError(f"{where}: scale = {items!r}: an item with a comma (Moodle separates a scale's items with"
+                          " commas: no item has one)")
+    if (not isinstance(thresholds, list) or len(thresholds) != len(items)
+            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in thresholds)):
+        raise CourseError(f"{where}: scale_thresholds = {thresholds!r}: expected one number per item of scale"
+                          f" ({len(items)}), the fraction of the points (0 to 1) from which each is given, e.g."
+                          f" {example}")
+    if thresholds[0] != 0 or any(not 0 <= t <= 1 for t in thresholds) \
+            or any(b <= a for a, b in zip(thresholds, thresholds[1:])):
+        raise CourseError(f"{where}: scale_thresholds = {thresholds!r}: expected fractions of the points from 0 to 1,"
+                          " the first 0 (every score gets an item) and each larger than the one before, e.g."
+                          " [0, 0.5, 0.85]")
+    return Scale(tuple(items), tuple(float(t) for t in thresholds))
+
+
 def _check_keys(table, allowed, where: str) -> None:
     if not isinstance(table, dict):
         raise CourseError(f"{where} must be a table ([{where.split(': ')[-1]}]), not {table!r}")
@@ -209,6 +279,7 @@ def load(file: Path | None = None) -> Course:
             raise CourseError(f"{file}: late_penalty = {value!r}: expected a percent of the score per day late,"
                               " 0 to 100 (e.g. late_penalty = 10)")
         config.late_penalty = float(value)
+    config.scale = _scale(data, str(file))
     assignments = data.get("assignments", {})
     if not isinstance(assignments, dict):
         raise CourseError(f"{file}: assignments must be tables ([assignments.<name>]), not {assignments!r}")
@@ -227,7 +298,7 @@ def load(file: Path | None = None) -> Course:
         config.assignments[name] = Assignment(
             due=parse_due(table["due"], f"{where} due", config.timezone) if "due" in table else None,
             canvas=table.get("canvas", "").strip() or None, moodle=table.get("moodle", "").strip() or None,
-            moodle_id=moodle_id)
+            moodle_id=moodle_id, scale=_scale(table, where))
     for kind in ("canvas", "moodle"):
         if kind in data:
             config.servers[kind] = _server(data[kind], f"{file}: [{kind}]")
@@ -295,6 +366,10 @@ def template(names: list[str] | None = None) -> str:
         "#   canvas  the Canvas gradebook column it fills, exactly as in the gradebook export's header",
         "#           (default: the column named \"<assignment> (<id>)\"; else export refuses)",
         "#   moodle  the Moodle assignment's name, as in its grading worksheet's file name",
+        "#   scale   a Moodle assignment graded with a scale: its items, lowest first, and the fraction of",
+        "#           the points from which each is given (also at the top, for every assignment):",
+        '#           scale = ["Not yet competent", "Competent", "Excellent"]',
+        "#           scale_thresholds = [0, 0.5, 0.85]",
         "#   moodle_id  its id in Moodle's web services (for pm-course push --to moodle)",
         "",
         "# Where pm-course push sends grades and feedback (the tokens come from $CANVAS_API_TOKEN or",

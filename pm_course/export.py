@@ -11,7 +11,10 @@
 - ``export --to moodle WORKSHEET.csv``: the offline grading worksheet, every
   column and row as it came, with Grade (on its Maximum Grade) and Feedback
   comments filled in; a worksheet whose file name names another assignment
-  than ``--assignment`` is refused.
+  than ``--assignment`` is refused. A worksheet graded with a scale (a
+  ``Scale`` column) gets the scale's items, mapped from the points by the
+  course file's ``scale`` and ``scale_thresholds``, or is refused, naming its
+  items (:func:`_worksheet_scale`).
 - ``export --to csv``: grades.csv with the late policy's columns.
 
 Where the LMS's points differ from the assignment's, scores are rescaled and
@@ -534,8 +537,10 @@ def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | No
     assignment = _moodle_assignment(template, assignment, scores, late.config)
     late.check([e for (_, a), e in scores.items() if a == assignment])
     ours = max_points(assignment)
+    scale = _worksheet_scale(table, assignment, late.config)
     guard = exported.Guard("moodle", overwrite_lms_edits)
     told = set()
+    mapped: dict[str, int] = {}
     for i, row in enumerate(rows):
         participant = lms.moodle_participant(row[lms.MOODLE_ID])
         if not participant:
@@ -545,23 +550,86 @@ def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | No
         if entry is None:
             continue
         final, note = late.apply(entry) if entry.status == GRADED else (None, "")
-        scale = _scale(table, i, ours, rescale, told)
+        if scale is not None and final is not None:  # the Grade column takes only the scale's items
+            item = scale.item(final, ours)
+            mapped[item] = mapped.get(item, 0) + 1
+            row["Grade"] = guard.cell(f"{participant}|{assignment}", f"{row['Full name']} ({row[lms.MOODLE_ID]})",
+                                      row.get("Grade", ""), item, scale.items)
+            final = None
+        scale_factor = 1.0 if scale is not None else _scale(table, i, ours, rescale, told)
         if final is not None:
-            value = f"{final * scale:.2f}"
+            value = f"{final * scale_factor:.2f}"
             row["Grade"] = guard.cell(f"{participant}|{assignment}", f"{row['Full name']} ({row[lms.MOODLE_ID]})",
                                       row.get("Grade", ""), value.replace(".", ",") if table.delimiter == ";"
                                       else value)
         if note:
             print(f"  {row['Full name']} ({row[lms.MOODLE_ID]}): {note}")
         if "Feedback comments" in columns:
-            row["Feedback comments"] = comment(entry, final, note)
+            text = comment(entry, late.apply(entry)[0] if entry.status == GRADED else None, note)
+            if scale is not None and entry.status == GRADED and row["Grade"] in scale.items:
+                text += f" On the course's scale: {row['Grade']}."
+            row["Feedback comments"] = text
     out = _write(out or EXPORT / f"moodle-{assignment}.csv", columns, rows, table.encoding, template, table.delimiter)
+    if scale is not None:
+        print(f"Scale: the worksheet grades {assignment} with the scale {', '.join(scale.items)}: each score became"
+              f" the item of its fraction of {ours:g} points ({scale.describe()}, from {late.config.source}): "
+              + ", ".join(f"{n} {item}" for item, n in mapped.items()))
     guard.save()
     _unmatched({k: v for k, v in scores.items() if k[1] == assignment},
                {lms.moodle_participant(r[lms.MOODLE_ID]) for r in rows}, "worksheet")
     print(f"Moodle grading worksheet for {assignment}: {out} ({len(rows)} rows); upload it in the assignment:"
           " Grading action > Upload grading worksheet")
     return out
+
+
+def _worksheet_scale(table: lms.Table, assignment: str, config: Course):
+    """The scale a worksheet grades with, as the course file maps points to it (None: it grades with points).
+
+    A worksheet of an assignment graded with a scale has a ``Scale`` column (its
+    items, comma-separated) in place of ``Maximum Grade``, and Moodle's import
+    takes only those items in ``Grade`` (a number there becomes no grade,
+    silently).
+
+    Raises
+    ------
+    CourseError
+        When the course file sets no scale for the assignment (naming the
+        worksheet's items and how to set it), or one with other items.
+    """
+    from .config import path as config_path
+
+    if "Scale" not in table.columns or "Maximum Grade" in table.columns:
+        if config.scale_of(assignment) is not None and "Maximum Grade" in table.columns:
+            print(f"Note: {config.source} sets a scale for {assignment}, but {table.path.name} grades it in points"
+                  " (its Maximum Grade column): points written")
+        return None
+    seen = {}
+    for i, row in enumerate(table.rows):
+        raw = (row.get("Scale") or "").strip()
+        if raw and raw != "-":
+            seen.setdefault(tuple(item.strip() for item in raw.split(",") if item.strip()), i)
+    if len(seen) > 1:
+        (a, i), (b, j) = list(seen.items())[:2]
+        raise CourseError(f"{table.where(j, 'Scale')}: the scale {', '.join(b)}, but {table.where(i, 'Scale')} has"
+                          f" {', '.join(a)}: download the grading worksheet again")
+    theirs = next(iter(seen), ())
+    listed = ", ".join(f'"{item}"' for item in theirs) or "(none listed)"
+    scale = config.scale_of(assignment)
+    if scale is None:
+        where = config.source or config_path()
+        raise CourseError(
+            f"{table.path.name}: Moodle grades {assignment} with a scale, not points (its Scale column: {listed}):"
+            f" its import takes only those items in Grade, and a number there becomes no grade. Say in the course"
+            f" file ({where}) how points map to the items, under [assignments.{assignment}] (or at the top, for every"
+            f" assignment): scale = [{listed}] and scale_thresholds = [0, ...] (the fraction of the points from which"
+            " each item is given, e.g. [0, 0.5, 0.85]); or grade the assignment in points in Moodle. Nothing was"
+            " written.")
+    if theirs and tuple(scale.items) != theirs:
+        raise CourseError(
+            f"{table.path.name}: Moodle's scale for {assignment} is {listed} (its Scale column), the course file's"
+            f" ({config.source}) is {', '.join(map(repr, scale.items))}: make scale the worksheet's items, lowest"
+            " first, as Moodle spells them. Nothing was written.")
+    return scale
 
 
 def _scale(table: lms.Table, i: int, ours: float, rescale: bool, told: set) -> float:
@@ -737,6 +805,9 @@ def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool
             if prefix is None:
                 skipped.append(f"{e.student}/{e.assignment}")
                 continue
+            named = re.match(lms.CANVAS_NAME, Path(src).name)
+            if e.lms_id and named["student_id"] != e.lms_id:  # a group's upload: each member's own user id
+                prefix = prefix[:named.start("student_id")] + e.lms_id + prefix[named.end("student_id"):]
             name = f"{prefix}feedback-{stem}.html"
         else:
             folder = src.split("/")[0] if "/" in src else f"{e.name}_{e.lms_id}_assignsubmission_file_"

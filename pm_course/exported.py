@@ -50,13 +50,26 @@ class Guard:
         self.kept_edits: list[str] = []
         self.overwritten: list[str] = []
 
-    def cell(self, key: str, who: str, current: str, ours: str) -> str:
-        """The value to write in cell ``key`` (``who`` names it in a message): the LMS's ``current`` or ``ours``."""
+    def cell(self, key: str, who: str, current: str, ours: str, items: tuple[str, ...] = ()) -> str:
+        """The value to write in cell ``key`` (``who`` names it in a message): the LMS's ``current`` or ``ours``.
+
+        ``items``: the cell holds a scale's items, not numbers (a Moodle scale): an item pm-course exported
+        there is its own to replace; another is the instructor's, kept as a number changed in the LMS is.
+        """
         current = (current or "").strip()
         if not ours:  # nothing of pm-course's: the LMS keeps what it has
             return current
         if current in BLANK:
             return self._ours(key, ours)
+        if items and current in items:
+            if current == ours or current in self.mine.get(key, []):
+                return self._ours(key, ours)
+            what = f"{who}: {current!r} in the LMS (not exported by pm-course), pm-course's {ours!r}"
+            if self.overwrite:
+                self.overwritten.append(what)
+                return self._ours(key, ours)
+            self.kept_edits.append(what)
+            return current
         now = _number(current)
         if now is None:
             self.kept_marks.append(f"{who}: {current!r}")

@@ -390,7 +390,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     write_grades(rows, GRADES)
     write_text(GRADED_HASHES, json.dumps(hashes, indent=1, sort_keys=True) + "\n")  # after grades.csv: a
     # failure between the two leaves notebooks to regrade, never a row claimed graded that is not
-    _say_what_changed(before, rows, regrade)
+    _say_what_changed(before, rows, regrade, {(e.student, e.assignment) for e in todo})
     everyone = [_entry(r) for r in rows.values()]
     feedback.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
     collected = sorted({e.assignment for e in everyone})  # mid-term, the assignments so far: not all of them
@@ -481,12 +481,20 @@ def grades() -> list:
     return grades_mod.entries(GRADES)
 
 
-def _say_what_changed(before: dict, after: dict, regraded: set) -> None:
-    """Print each regraded score that differs from the one grades.csv had before."""
+def _say_what_changed(before: dict, after: dict, regraded: set, notebooks: set = frozenset()) -> None:
+    """Print each regraded score that differs from the one grades.csv had before.
+
+    ``notebooks`` are the rows whose notebook was graded in this run: "no score changed" is said only when one
+    of them had a row before (a row that stays "not submitted" was not regraded). A row without a score before
+    and after, in the same status ("not submitted" twice), changed nothing: no line, even when the assignment's
+    points moved.
+    """
     changes = []
     for key in sorted(regraded):
         old, new = before.get(key), after.get(key)
         if old is None or new is None:
+            continue
+        if not old["score"] and not new["score"] and old["status"] == new["status"]:
             continue
         was = old["score"] or old["status"]
         now = new["score"] or new["status"]
@@ -495,5 +503,5 @@ def _say_what_changed(before: dict, after: dict, regraded: set) -> None:
     if changes:
         print(f"Changed since the last grading ({len(changes)}):")
         print("\n".join(changes))
-    elif any(k in before for k in regraded):
+    elif any(k in before for k in notebooks):
         print("Regraded: no score changed.")

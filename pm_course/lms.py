@@ -13,7 +13,13 @@ submissions                (or, not in folders, ``<Full name>_<participant id>_a
 Canvas, anonymous grading  ``anon_<anonymous id>_<file id>_<original>``: no student named, refused
 Moodle grading worksheet   ``Identifier`` ("Participant N"), ``Full name``, ``Email address``,
                            ``Status`` ("... - 1 day 2 hours late"), ``Grade``, ``Maximum Grade``,
-                           ``Last modified (submission)`` (the real time), ... ``Feedback comments``
+                           ``Last modified (submission)`` (the real time), ... ``Feedback comments``;
+                           graded with a scale: ``Scale`` (its items, comma-separated) in place of
+                           ``Maximum Grade``, and only those items in ``Grade``
+Canvas, a group            one entry per group: ``<group name>_[LATE_]<user id of the member who
+assignment's download      handed it in>_<submission id>_<original>``
+Canvas groups export       a row per student: ``name, canvas_user_id, user_id, login_id, sections,
+                           group_name, canvas_group_id, group_id`` (:func:`read_groups`)
 =========================  ===================================================================
 
 A student of an LMS gets the course id ``<name>_<LMS id>`` (:func:`student_id`):
@@ -230,3 +236,99 @@ def roster(path: Path, lms: str) -> list[Student]:
     return [Student(moodle_participant(r[MOODLE_ID]), r["Full name"].strip(),
                     late="late" in r.get("Status", "").lower(), submitted=_moodle_time(r.get("Last modified (submission)", "")))
             for r in rows if is_student_row(lms, r)]
+
+
+# --- Canvas group assignments -------------------------------------------------------------
+GROUP_WORD = re.compile(r"group|team", re.I)  # Canvas names new groups "Project Group N"; instructors "Team 3"
+CANVAS_GROUPS_COLUMNS = ("canvas_user_id", "group_name")  # Canvas's groups export (a group set's "Export")
+
+
+@dataclass
+class Groups:
+    """Who is in which group: the group's name folded as Canvas names its files (:func:`slug`) -> its members."""
+
+    path: Path
+    names: dict[str, str] = field(default_factory=dict)            # slug -> the group's name as written
+    members: dict[str, list[Student]] = field(default_factory=dict)  # slug -> its members (Canvas ids)
+
+    def group_of(self, lms_id: str) -> str | None:
+        return next((g for g, people in self.members.items() if any(p.lms_id == lms_id for p in people)), None)
+
+
+def read_groups(path: Path, people: list[Student] | None = None) -> Groups:
+    """The groups of a Canvas group set: Canvas's groups export, or a CSV of two columns ``group,student``.
+
+    Canvas's export has a row per student (``name, canvas_user_id, user_id,
+    login_id, sections, group_name, canvas_group_id, group_id``; a student in
+    no group has no ``group_name``). In the two-column file a student is the
+    course's id (``curiemarie_411``, as grades.csv has it), the Canvas user id,
+    or the name as the roster (``people``) has it.
+
+    Raises
+    ------
+    CourseError
+        Naming the file, row and column: neither shape, a student not found,
+        a student in two groups, two groups whose names fold alike.
+    """
+    table = read_table(path)
+    columns = {c.strip().lower(): c for c in table.columns}
+    groups = Groups(path)
+    people = people or []
+    by_name = {}
+    for p in people:
+        by_name.setdefault(slug(p.name), p)
+        if "," in p.name:  # "Curie, Marie" is also written "Marie Curie"
+            last, first = p.name.split(",", 1)
+            by_name.setdefault(slug(f"{first} {last}"), p)
+    if all(c in columns for c in CANVAS_GROUPS_COLUMNS):
+        group_column, who_column = columns["group_name"], columns["canvas_user_id"]
+    elif {"group", "student"} <= set(columns):
+        group_column, who_column = columns["group"], columns["student"]
+    else:
+        raise CourseError(f"{path}: not a groups file: its columns are {table.columns[:8]}; expected Canvas's groups"
+                          " export (People > Groups, the group set's menu > Export: name, canvas_user_id, ...,"
+                          " group_name) or a CSV of two columns group,student")
+    seen: dict[str, int] = {}
+    for i, row in enumerate(table.rows):
+        group, who = (row.get(group_column) or "").strip(), (row.get(who_column) or "").strip()
+        if not group or not who:
+            continue  # Canvas lists the students in no group with an empty group_name
+        if who.isdigit():
+            person = next((p for p in people if p.lms_id == who), None) or Student(who, (row.get(columns.get("name", ""))
+                                                                                         or "").strip())
+        elif re.fullmatch(r"[a-z0-9]+_\d+", who):  # the course's id: <name>_<Canvas id>
+            lms_id = who.rsplit("_", 1)[1]
+            person = next((p for p in people if p.lms_id == lms_id), None) or Student(lms_id, "")
+        elif slug(who) in by_name:
+            person = by_name[slug(who)]
+        else:
+            raise CourseError(f"{table.where(i, who_column)}: {who!r} is not a student: give the course id (as in"
+                              " course/grades.csv, e.g. curiemarie_411), the Canvas user id, or the name as the"
+                              " roster (--roster) has it")
+        if person.lms_id in seen:
+            raise CourseError(f"{table.where(i, who_column)}: {who!r} is in two groups (also on row"
+                              f" {table.lines[seen[person.lms_id]]}): one group per student in a group set")
+        seen[person.lms_id] = i
+        key = slug(group)
+        if key in groups.names and groups.names[key] != group:
+            raise CourseError(f"{table.where(i, group_column)}: groups {groups.names[key]!r} and {group!r} are named"
+                              " alike in Canvas's file names: rename one in Canvas")
+        groups.names[key] = group
+        groups.members.setdefault(key, []).append(person)
+    if not groups.members:
+        raise CourseError(f"{path}: no student in a group: export the group set again from Canvas")
+    return groups
+
+
+def looks_like_group(name_part: str, lms_id: str, people: list[Student]) -> bool:
+    """Whether a Canvas file's name part (``projectgroup1``) names a group rather than its submitter.
+
+    Not when the roster names that id so; when the name says group or team.
+
+    >>> looks_like_group("projectgroup1", "411", []), looks_like_group("curiemarie", "411", [])
+    (True, False)
+    """
+    on_roster = next((p for p in people if p.lms_id == lms_id), None)
+    if on_roster is not None and slug(on_roster.name) == slug(name_part):
+        return False
+    return bool(GROUP_WORD.search(name_part))

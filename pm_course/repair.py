@@ -141,6 +141,10 @@ def repair(nb, reference, assignment: str = "the assignment") -> list[str]:
                      f" {', '.join(_gid(c) for c in matched)}")
     put_back = _put_back(nb, reference)
     notes += [f"{_what(c)} was missing: put back from {assignment}" for c in put_back]
+    have = {_gid(c) for c in nb.cells if _gid(c)}
+    notes += [f"written answer {_gid(c)!r} is missing (its cell was deleted): no answer, 0 of"
+              f" {_meta(c).get('points', 0):g} points" for c in ref
+              if _meta(c).get("solution") and _meta(c).get("grade") and c.cell_type == "markdown" and _gid(c) not in have]
     by_id = {_gid(c): c for c in ref}
     for cell in nb.cells:
         gid = _gid(cell)
@@ -180,11 +184,12 @@ def _match(nb, reference, missing: list) -> list:
             scored = [s for s in scored if s[0] >= SIMILAR]
         if scored:
             claim(max(scored, key=lambda s: (s[0], s[1]))[2], ref_cell)
+    own = {_text(c.source) for c in reference.cells if _text(c.source) and not _meta(c).get("solution")}
     for ref_cell in written:
         before = reference.cells[reference.cells.index(ref_cell) - 1] if reference.cells.index(ref_cell) else None
         at = _find(nb, before) if before is not None else None
         for cell in nb.cells[at + 1:at + 4] if at is not None else ():  # the first free text below the prompt
-            if _gid(cell):
+            if _gid(cell) or _text(cell.source) in own:  # the assignment's next cell: the answer cell is gone
                 break
             if cell.cell_type == "markdown" and any(cell is c for c in free):
                 claim(cell, ref_cell)

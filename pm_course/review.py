@@ -30,8 +30,8 @@ from pathlib import Path
 
 from . import state
 from .course import COURSE, CourseError, assignment_names
-from .reviews import (REVIEW, answer_record, awaiting, digest, graded_answers, notebook_stem, open_gradebook,
-                      points_text, save_answer_record, sync, written_cells, written_totals)
+from .reviews import (REVIEW, answer_parts, answer_record, awaiting, digest, graded_answers, notebook_stem,
+                      open_gradebook, part_text, points_text, save_answer_record, sync, written_cells, written_totals)
 
 SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256")
 # answer_sha256: the answer the row was made from (:func:`digest`), so that a sheet whose answer column was
@@ -133,6 +133,73 @@ def write_sheet(assignment: str) -> tuple[Path, Path]:
     return out, page
 
 
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what a pasted picture may be on the page
+DATA_IMAGE = re.compile(r"data:(image/(?:png|jpeg|gif|webp));base64,[A-Za-z0-9+/=\s]*", re.I)
+
+
+def _images(cell) -> dict:
+    """A markdown cell's attachments (pasted pictures) that may be shown: image types only, base64 only."""
+    import base64
+    import binascii
+
+    out = {}
+    for name, bundle in (cell.get("attachments") or {}).items():
+        for mime in IMAGE_TYPES:
+            data = bundle.get(mime) if isinstance(bundle, dict) else None
+            data = "".join(data) if isinstance(data, list) else data
+            if isinstance(data, str):
+                try:
+                    base64.b64decode(data, validate=True)
+                except (binascii.Error, ValueError):
+                    continue
+                out[name] = {mime: data}
+                break
+    return out
+
+
+def _allowed(tag: str, name: str, value: str) -> bool:
+    """Which attributes stay on the review page: the feedback pages' own, and a data: URL only as an image."""
+    from .feedback import SAFE_ATTRIBUTES
+
+    if name not in SAFE_ATTRIBUTES.get(tag, []) and name not in SAFE_ATTRIBUTES["*"]:
+        return False
+    if value.strip().lower().startswith("data:"):
+        return tag == "img" and name == "src" and DATA_IMAGE.fullmatch(value.strip()) is not None
+    return True
+
+
+def markdown_html(source: str, images: dict | None = None, escape: bool = True) -> str:
+    """Markdown as the review page shows it: maths typeset as MathML (as in the feedback pages), pasted
+    pictures (``attachment:name``) inline, and nothing that runs.
+
+    ``escape``: a student's raw HTML is shown as text, not markup. Whatever the
+    text, the result is sanitised: no script, no event handler, a ``data:`` URL
+    only as an image of :data:`IMAGE_TYPES`; an attachment that is missing or
+    not such an image shows as its alt text.
+
+    >>> markdown_html("$x^2$ <b>b</b>")[:40]
+    '<p><math xmlns="http://www.w3.org/1998/M'
+    """
+    import bleach
+    from nbconvert.filters.markdown_mistune import MarkdownWithMath
+
+    from .feedback import SAFE_TAGS, MathMLRenderer
+
+    class Renderer(MathMLRenderer):
+        def _embed_image_or_attachment(self, src: str) -> str:
+            if src.startswith("attachment:"):
+                bundle = self.attachments.get(src[len("attachment:"):], {})
+                return next((f"data:{m};base64,{d}" for m, d in bundle.items()), "")
+            return src
+
+    try:
+        made = MarkdownWithMath(renderer=Renderer(escape=escape, attachments=images or {})).render(source)
+    except Exception:  # noqa: BLE001 -- a text the renderer cannot read is shown as it is
+        made = f"<pre>{html.escape(source)}</pre>"
+    return bleach.clean(made, tags=SAFE_TAGS, attributes=_allowed, protocols=["http", "https", "mailto", "data"],
+                        strip=True, strip_comments=True)
+
+
 PAGE_CSS = """
 body{font:16px/1.5 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:60rem;margin:0 auto;padding:1rem}
 pre{white-space:pre-wrap;font:inherit;margin:0}
@@ -144,21 +211,55 @@ article h4{margin:.2rem 0}
 .status{font-weight:600}
 .waiting{color:#8a1c00}
 .empty{color:#555;font-style:italic}
+.answer img{max-width:100%;height:auto}
+.part{border-top:1px dashed #999;margin-top:.5rem}
+details{margin:.5rem 0;color:#333}
 a{color:#0645ad}
 """
 
 
+def _as_written(text: str) -> str:
+    return f"<details><summary>As written</summary><pre>{html.escape(text)}</pre></details>"
+
+
+def _answer_html(parts: list | None, w: dict, text: str) -> str:
+    """One student's answer on the page: each of its cells rendered (maths, pasted pictures), then as written."""
+    if parts is None:  # no graded notebook to read it from: the sheet's text
+        return f"<div class=\"answer\">{markdown_html(text)}</div>{_as_written(text)}" if text else \
+            "<p class=\"empty\">(no answer)</p>"
+    if not parts:
+        return "<p class=\"empty\">(no answer: the answer cell is gone)</p>"
+    shown = []
+    for i, cell in enumerate(parts):
+        piece = part_text(cell, i, w["prefix"])
+        if piece:
+            shown.append(f"<div class=\"{'part' if shown else 'first'}\">{markdown_html(piece, _images(cell))}</div>")
+    if not shown:
+        return "<p class=\"empty\">(no answer)</p>"
+    split = f"<p class=\"empty\">(written in {len(shown)} cells)</p>" if len(shown) > 1 else ""
+    return f"<div class=\"answer\">{split}{''.join(shown)}</div>{_as_written(text)}"
+
+
 def review_page(assignment: str, rows: list[dict]) -> str:
-    """A self-contained page (no script, no file beside it): each written cell's prompt, model answer and answers."""
+    """A self-contained page (no script, no file beside it): each written cell's prompt, model answer and answers.
+
+    Maths is typeset as MathML and pasted pictures shown inline, as in the
+    feedback pages; an answer written over several cells is shown whole; each
+    text also as written.
+    """
+    from .feedback import CSP
+
     e = html.escape
     cells = written_cells(assignment)
-    parts = [f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    parts_of: dict[str, dict | None] = {}
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n{CSP}\n"
              f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
              f"<title>Written answers of {e(assignment)}</title>\n<style>{PAGE_CSS}</style>\n</head>\n<body>\n<main>\n"
              f"<h1>Written answers of {e(assignment)}</h1>\n"
              f"<p>Score them in <code>course/review/{e(assignment)}.csv</code> (the <code>points</code> and"
              f" <code>comment</code> columns), then run <code>pm-course review {e(assignment)} --apply"
-             f" course/review/{e(assignment)}.csv</code>. Maths is shown as written (TeX).</p>\n"
+             f" course/review/{e(assignment)}.csv</code>. Maths is typeset and pasted pictures shown; each text is"
+             f" also shown as written.</p>\n"
              "<nav aria-label=\"Written cells\"><ul>\n"]
     for w in cells:
         n = sum(r["cell"] == w["cell"] for r in rows)
@@ -169,9 +270,9 @@ def review_page(assignment: str, rows: list[dict]) -> str:
     for w in cells:
         parts.append(f"<section class=\"cell\" id=\"{e(w['cell'])}\" aria-labelledby=\"h-{e(w['cell'])}\">\n"
                      f"<h2 id=\"h-{e(w['cell'])}\">{e(w['cell'])} ({points_text(w['points'])} points)</h2>\n"
-                     f"<h3>The question</h3>\n<div class=\"prompt\"><pre>{e(w['prompt'])}</pre></div>\n"
+                     f"<h3>The question</h3>\n<div class=\"prompt\">{markdown_html(w['prompt'], escape=False)}</div>\n"
                      f"<h3>The model answer and its rubric</h3>\n"
-                     f"<div class=\"model\"><pre>{e(w['model'])}</pre></div>\n"
+                     f"<div class=\"model\">{markdown_html(w['model'], escape=False)}{_as_written(w['model'])}</div>\n"
                      f"<h3>The students' answers</h3>\n")
         for r in (r for r in rows if r["cell"] == w["cell"]):
             if r["points"] == "":
@@ -180,7 +281,10 @@ def review_page(assignment: str, rows: list[dict]) -> str:
                 status = f"<span class=\"status\">{e(r['points'])} of {e(r['max_points'])} points</span>"
             if r["comment"]:
                 status += f" &mdash; {e(from_cell(r['comment']))}"
-            answer = f"<pre>{e(from_cell(r['answer']))}</pre>" if r["answer"] else "<p class=\"empty\">(no answer)</p>"
+            if r["student_id"] not in parts_of:
+                parts_of[r["student_id"]] = answer_parts(assignment, r["student_id"], cells)
+            found = parts_of[r["student_id"]]
+            answer = _answer_html(None if found is None else found.get(w["cell"]), w, from_cell(r["answer"]))
             parts.append(f"<article aria-label=\"{e(r['student_id'])}, {e(w['cell'])}\">\n"
                          f"<h4>{e(r['student_id'])}</h4>\n<p>{status}</p>\n{answer}\n</article>\n")
         parts.append("</section>\n")
@@ -304,10 +408,13 @@ def status(update: bool = True) -> str:
     from . import submissions as submissions_mod
     from .grades import GRADES, read_grades
 
+    from .feedback import is_test_student
+
     entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
     if not entries:
         raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course"
                           " collect first")
+    entries = [e for e in entries if not is_test_student(e)]  # Canvas's test student: collected, never counted
     if update:
         sync()
     rows = read_grades(GRADES)

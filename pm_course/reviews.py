@@ -13,6 +13,7 @@ Part of the state layer: it imports no step (collect, grade, review, export).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -65,17 +66,79 @@ def digest(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
 
 
-def graded_answers(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, str] | None:
-    """{cell: answer} in the notebook that was graded last (None when there is none)."""
+def _source_texts(assignment: str) -> frozenset:
+    """The text of every cell of the assignment's source but its answers (prompts, instructions): never part of
+    an answer."""
+    path = source_notebook(assignment)
+    return _texts_of(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _texts_of(path: Path, mtime_ns: int) -> frozenset:
+    import nbformat
+
+    return frozenset(_plain(c.source) for c in nbformat.read(path, as_version=4).cells
+                     if _plain(c.source) and not c.metadata.get("nbgrader", {}).get("solution"))
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def answer_parts(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, list] | None:
+    """{cell: the notebook cells its answer is made of} in the notebook graded last (None when there is none).
+
+    An answer is its written cell and the markdown cells the student added below
+    it, up to the next cell of the assignment (an answer split over several
+    cells is one answer); a cell that is the assignment's own (a prompt, the next
+    question's instructions) is never part of it. ``[]`` when the answer cell is
+    gone (deleted): no answer, never another cell's text.
+    """
     import nbformat
 
     cells = written_cells(assignment) if cells is None else cells
     path = COURSE / "autograded" / student / assignment / expected_notebooks()[assignment]
     if not path.is_file():
         return None
-    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nbformat.read(path, as_version=4).cells}
-    return {w["cell"]: answer_text(by_id[w["cell"]].source, w["prefix"]) if w["cell"] in by_id else ""
-            for w in cells}
+    nb = nbformat.read(path, as_version=4)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    own = _source_texts(assignment)
+    parts = {}
+    for w in cells:
+        if w["cell"] not in ids:
+            parts[w["cell"]] = []
+            continue
+        at = ids.index(w["cell"])
+        found = [nb.cells[at]]
+        for cell, gid in zip(nb.cells[at + 1:], ids[at + 1:]):
+            if gid or _plain(cell.source) in own:  # the assignment's next cell: the answer ends above it
+                break
+            if cell.cell_type == "markdown" and cell.source.strip():
+                found.append(cell)
+        parts[w["cell"]] = found
+    return parts
+
+
+def part_text(cell, index: int, prefix: str) -> str:
+    """What one cell of an answer says: the written cell without its heading (``index`` 0), else its text."""
+    return answer_text(cell.source, prefix if index == 0 else "")
+
+
+def graded_answers(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, str] | None:
+    """{cell: answer} in the notebook that was graded last (None when there is none).
+
+    An answer split over several cells (:func:`answer_parts`) is their texts, a
+    blank line between; a deleted answer cell is "".
+    """
+    cells = written_cells(assignment) if cells is None else cells
+    parts = answer_parts(assignment, student, cells)
+    if parts is None:
+        return None
+    out = {}
+    for w in cells:
+        texts = [part_text(c, i, w["prefix"]) for i, c in enumerate(parts[w["cell"]])]
+        out[w["cell"]] = "\n\n".join(t for t in texts if t)
+    return out
 
 
 def record_path(assignment: str, student: str) -> Path:
@@ -163,9 +226,17 @@ def after_grading(entries) -> list[str]:
                 answers = graded_answers(assignment, e.student, cells)
                 if answers is None:
                     continue
+                parts = answer_parts(assignment, e.student, cells)
                 record = answer_record(assignment, e.student)
                 for w in cells:
                     grade = gradebook.find_grade(w["cell"], notebook_stem(assignment), assignment, e.student)
+                    if grade.manual_score is None:
+                        if not parts[w["cell"]]:  # the answer cell is gone: no answer, 0, nothing to review
+                            grade.auto_score, grade.needs_manual_grade = 0.0, False
+                        elif answers[w["cell"]] and grade.auto_score == 0:
+                            # nbgrader's 0 for a written cell left as released, but the answer is in the cells
+                            # added below it: a person reads it
+                            grade.auto_score, grade.needs_manual_grade = None, True
                     now, before = digest(answers[w["cell"]]), record.get(w["cell"], {}).get("sha256")
                     if grade.manual_score is not None:
                         if before is not None and before != now:
