@@ -410,6 +410,9 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
               " them again).")
     print(f"Grades:   {GRADES} (one row per student and assignment, with a status)")
     print(f"Feedback: {COURSE / 'feedback'}")
+    if not sandbox.works():  # said at the start and again here, where the summary is read
+        print(sandbox.unconfined_banner())
+        print(sandbox.unconfined_banner(), file=sys.stderr)
     faults = [e for e in unfinished if e.status == submissions_mod.MACHINE]
     if faults:
         raise CourseError(f"{len(faults)} notebook(s) not graded because of the machine, not the student: "
