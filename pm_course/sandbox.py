@@ -643,8 +643,6 @@ class SandboxKernelClient(AsyncKernelClient):
                     pass
                 else:
                     self._handle_kernel_info_reply(reply)
-                    if isinstance(self.parent, SandboxKernelManager):
-                        self.parent._kernel_ready = True
                     return
             if not await self.is_alive():
                 self._not_started("Kernel died before replying to kernel_info")
