@@ -179,8 +179,9 @@ assignments: $(STAMP)
 
 # Student code runs in a bubblewrap sandbox; MEMORY and CPU cap each kernel process
 # (defaults 2G and 120 s); JOBS notebooks run at once (default: the number of cores);
-# UNSAFE=1 grades without a sandbox where bwrap is missing (it sets PM_GRADE_UNSAFE=1, which
-# is what pm-course reads: PM_GRADE_UNSAFE=1 pm-course grade). The submissions come from a
+# UNSAFE=1 grades without a sandbox where bwrap is missing or cannot start (it sets
+# PM_GRADE_UNSAFE=1, which is what pm-course reads: PM_GRADE_UNSAFE=1 pm-course grade; in batch
+# use, CI set and no terminal, only UNSAFE=unconfined is taken). The submissions come from a
 # folder (SUBMISSIONS=DIR) or an LMS's zip (FROM=canvas|moodle ZIP=... [ROSTER=...]
 # [ASSIGNMENT=...]); STUDENT=... and ASSIGNMENT=... regrade only those.
 FROM ?= folder

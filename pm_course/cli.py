@@ -51,7 +51,11 @@ Canvas's test student.
 The course folder is one state: each writing command locks it (a second one waits,
 or refuses with --no-wait) and writes each file whole; status lists what is not
 graded and what is out of date, which export and feedback refuse (--force: the rest).
-Without bubblewrap, PM_GRADE_UNSAFE=1 runs student code unconfined (make grade UNSAFE=1).
+Where the sandbox cannot start, grade says why (bwrap's error, the cause and its fix); the last
+resort, PM_GRADE_UNSAFE=1 (make grade UNSAFE=1; PM_GRADE_UNSAFE=unconfined in batch use with CI
+set), runs student code unconfined, as you, with the same grades. A machine fault (sandbox or
+kernel not started, a full disk, the grader's own error) leaves the student's row as it was,
+makes grade exit non-zero naming the notebook, and is graded by the next grade.
 """
 
 
@@ -157,8 +161,11 @@ def parser() -> argparse.ArgumentParser:
                                    " new or changed since the last run is graded (the notebook's or its"
                                    " assignment's source's SHA-256; --all: everything). An assignment"
                                    " whose source changed is released again and regraded, and changed scores are"
-                                   " printed. Canvas's test student is never graded. Without bubblewrap it refuses"
-                                   " unless PM_GRADE_UNSAFE=1 (make grade UNSAFE=1).")
+                                   " printed. Canvas's test student is never graded. Where the sandbox cannot start it"
+                                   " says why and refuses unless PM_GRADE_UNSAFE=1 (make grade UNSAFE=1;"
+                                   " PM_GRADE_UNSAFE=unconfined in batch use). A machine fault leaves the"
+                                   " student's row as it was and makes grade exit non-zero; the next grade"
+                                   " grades it.")
     p.add_argument("submissions", type=Path, nargs="?", metavar="DIR", default=None,
                    help="collect DIR/<student>/<assignment>/<notebook>.ipynb first (as collect --from folder)")
     p.add_argument("--student", action="append", metavar="S", default=None,

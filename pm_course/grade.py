@@ -82,40 +82,131 @@ def machine_fault(log: str) -> str | None:
     return line.strip()[:200] or found.group(0)
 
 
+# why a notebook, as handed in, cannot be graded: its JSON or its nbgrader metadata is damaged, its kernel died of its
+# own code once it had started (memory, a crash), a cell could not be stopped. Any other exception that stops
+# nbgrader (one of the grader's own steps that raised, say) is the machine's.
+STUDENT_FAILURE = re.compile(r"DeadKernelError|Kernel died|Timeout|NotJSONError|JSONDecodeError|ValidationError|"
+                             r"MissingEntry|UnicodeDecodeError|NotebookValidationError")
+
+
+def students_failure(log: str) -> bool:
+    """Whether nbgrader's log of a failed autograde shows a failure of the notebook (not of the machine).
+
+    Only the exceptions and errors count, not the warnings of a run that went
+    on (a changed checksum, a timed-out cell), but for the one warning that
+    means the notebook's cells are not the assignment's.
+    """
+    errors = [m.group(0) for m in EXCEPTION.finditer(log) if m.group(1) != "NbGraderException"]
+    errors += [line for line in log.splitlines() if line.startswith("[ERROR]")]
+    return bool(STUDENT_FAILURE.search("\n".join(errors))) or "does not exist in the database" in log
+
+
 def _autograde(entry) -> tuple[str, str, str]:
     """Grade one student's notebook: (status, reason, log). Runs in a worker process when JOBS > 1.
 
-    A fault of the machine (:func:`machine_fault`, or any error raised here) is the machine's:
-    status :data:`pm_course.submissions.MACHINE`, retried by the next ``grade``, never on a student's page.
+    A fault of the machine (a sandbox or kernel that did not start, :func:`machine_fault`, or any
+    error raised here) is the machine's: status :data:`pm_course.submissions.MACHINE`, retried by
+    the next ``grade``, never on a student's row or page. Whatever nbgrader recorded for the student
+    before the fault is put back in the gradebook, and their feedback page is the one they had.
     """
+    saved = _saved_grades(entry)
     try:
-        return _autograde_one(entry)
+        result = _autograde_one(entry)
     except Exception as err:  # noqa: BLE001 -- the grader's own error, whatever it is, is not the student's
-        return submissions_mod.MACHINE, f"machine error: {type(err).__name__}: {err}"[:300], f"{err!r}"
+        result = submissions_mod.MACHINE, f"machine error: {type(err).__name__}: {err}"[:300], f"{err!r}"
+    if result[0] == submissions_mod.MACHINE:
+        log = result[2] + _restore_grades(entry, saved)
+        result = (*result[:2], log)
+    return result
+
+
+def _feedback_folder(entry) -> Path:
+    return COURSE / "feedback" / entry.student / entry.assignment
 
 
 def _autograde_one(entry) -> tuple[str, str, str]:
+    from . import sandbox
+
     probes = COURSE / "probes" / entry.student / entry.assignment
     shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
+    del sandbox.FAULTS[:]  # the kernels that do not start for this notebook
     result = api().autograde(entry.assignment, entry.student, force=True, create=True)
     log = f"$ nbgrader autograde {entry.assignment} {entry.student}\n" + result.get("log", "") + result.get("error", "")
     failure, reason = _repaired(entry)
+    if sandbox.FAULTS:
+        return submissions_mod.MACHINE, f"machine error: {sandbox.FAULTS[0]}"[:400], log
     fault = machine_fault(log)
     if fault:
         return submissions_mod.MACHINE, f"machine error: {fault}", log
     if not result["success"]:
-        return submissions_mod.FAILED, failure or _why(log), log
+        why = failure or _why(log)
+        if failure or students_failure(log):
+            return submissions_mod.FAILED, why, log
+        return submissions_mod.MACHINE, f"machine error: the grader's own error: {why}"[:400], log
     entry.reason = reason
     wrong = hidden.failures(entry.assignment, probes)
     if wrong:
         log += _zero_cells(entry, wrong)
-    # the feedback is made here too, after the scores are final, so that it runs JOBS at a time
-    made = api().generate_feedback(entry.assignment, entry.student, force=True)
-    log += made.get("log", "") + made.get("error", "")
-    fault = machine_fault(made.get("log", "") + made.get("error", ""))
-    if fault or not made.get("success", True):
-        return submissions_mod.MACHINE, f"machine error: {fault or 'the feedback page could not be made'}", log
+    # the feedback is made here too, after the scores are final, so that it runs JOBS at a time; the
+    # student's page so far is set aside, and put back if the new one cannot be made
+    page, previous = _feedback_folder(entry), _feedback_folder(entry).with_name(f".{entry.assignment}.previous")
+    shutil.rmtree(previous, ignore_errors=True)
+    if page.is_dir():
+        page.rename(previous)
+    try:
+        made = api().generate_feedback(entry.assignment, entry.student, force=True)
+        made_log = made.get("log", "") + made.get("error", "")
+        fault = machine_fault(made_log) or (None if made.get("success", True) else "the feedback page could not be made")
+    except Exception as err:  # noqa: BLE001 -- the grader's own
+        made_log, fault = repr(err), f"the feedback page could not be made: {type(err).__name__}: {err}"
+    log += made_log
+    if fault:
+        shutil.rmtree(page, ignore_errors=True)
+        if previous.is_dir():
+            previous.rename(page)
+        return submissions_mod.MACHINE, f"machine error: {fault}", log
+    shutil.rmtree(previous, ignore_errors=True)
     return entry.status, entry.reason, log
+
+
+def _saved_grades(entry) -> dict | None:
+    """What the gradebook holds for this student's assignment before grading (None: nothing yet), to put back
+    after a machine fault."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    coursedir = api().coursedir
+    try:
+        with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+            submission = gradebook.find_submission(entry.assignment, entry.student)
+            return {(nb.name, g.name): (g.auto_score, g.needs_manual_grade)
+                    for nb in submission.notebooks for g in nb.grades}
+    except MissingEntry:
+        return None
+    except Exception:  # noqa: BLE001 -- the gradebook cannot be read: nothing to put back
+        return None
+
+
+def _restore_grades(entry, saved: dict | None) -> str:
+    """Put the gradebook back as :func:`_saved_grades` found it (what to log)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    coursedir = api().coursedir
+    try:
+        with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+            if saved is None:
+                try:
+                    gradebook.remove_submission(entry.assignment, entry.student)
+                except MissingEntry:
+                    pass
+                return ""
+            for nb in gradebook.find_submission(entry.assignment, entry.student).notebooks:
+                for g in nb.grades:
+                    if (nb.name, g.name) in saved:
+                        g.auto_score, g.needs_manual_grade = saved[(nb.name, g.name)]
+            gradebook.db.commit()
+    except Exception as err:  # noqa: BLE001 -- e.g. the disk is still full: the next grade grades it anyway
+        return f"the gradebook could not be put back for {entry.student}/{entry.assignment}: {err!r}\n"
+    return ""
 
 
 def _repaired(entry) -> tuple[str | None, str]:
@@ -375,6 +466,8 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
     for e in todo:  # what was not graded has no fingerprint: the next grade grades it
         key = f"{e.student}/{e.assignment}"
+        if e.status == submissions_mod.MACHINE and (e.student, e.assignment) in before:
+            continue  # a machine fault keeps the row as it was, and what that row was graded from
         if e in unfinished:
             hashes.pop(key, None)
         else:
@@ -387,6 +480,11 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         rows.setdefault((e.student, e.assignment), _row(e) if e.status != submissions_mod.GRADED
                         else {**_row(e), "status": "not graded yet", "score": ""})
     _written_totals(rows)
+    faulted = [e for e in todo if e.status == submissions_mod.MACHINE]
+    for e in faulted:  # a machine fault records nothing: the row as it was (none: "not graded (machine error)")
+        key = (e.student, e.assignment)
+        if key in before:
+            rows[key] = before[key]
     write_grades(rows, GRADES)
     write_text(GRADED_HASHES, json.dumps(hashes, indent=1, sort_keys=True) + "\n")  # after grades.csv: a
     # failure between the two leaves notebooks to regrade, never a row claimed graded that is not
@@ -410,13 +508,15 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
               " them again).")
     print(f"Grades:   {GRADES} (one row per student and assignment, with a status)")
     print(f"Feedback: {COURSE / 'feedback'}")
-    faults = [e for e in unfinished if e.status == submissions_mod.MACHINE]
-    if faults:
-        raise CourseError(f"{len(faults)} notebook(s) not graded because of the machine, not the student: "
-                          + "; ".join(f"{e.student}/{e.assignment} ({e.reason})" for e in faults[:5])
-                          + (f" and {len(faults) - 5} more" if len(faults) > 5 else "")
-                          + ". Fix it (free some disk space, ...) and run pm-course grade again: they are graded"
-                          " then; no student page shows this.")
+    if not sandbox.works():  # said at the start and again here, where the summary is read
+        print(sandbox.unconfined_banner())
+        print(sandbox.unconfined_banner(), file=sys.stderr)
+    if faulted:
+        raise CourseError(f"{len(faulted)} notebook(s) not graded because of the machine, not the student (their"
+                          " rows, scores and feedback pages are as they were; nothing is recorded for them):\n"
+                          + "\n".join(f"  {e.student}/{e.assignment}: {e.reason}" for e in faulted)
+                          + "\nFix it (free some disk space, let the sandbox start, ...) and run pm-course grade"
+                          " again: they are graded then.")
     if interrupted:
         raise CourseError(f"Interrupted: {len(todo) - len(unfinished)} notebook(s) graded and kept,"
                           f" {len(unfinished)} not graded yet: run pm-course grade to grade them.")

@@ -15,8 +15,9 @@ nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 ``PM_GRADE_MEMORY``    address space per kernel process (bytes, K/M/G)   ``2G``
 ``PM_GRADE_CPU``       CPU seconds per kernel process                    ``120``
 ``PM_GRADE_PROCS``     processes and threads per sandbox (cgroups only)  ``64``
-``PM_GRADE_UNSAFE=1``  run kernels unconfined when bubblewrap is missing
-                       (``make grade UNSAFE=1`` sets it)
+``PM_GRADE_UNSAFE=1``  run kernels unconfined where the sandbox cannot
+                       start (``make grade UNSAFE=1`` sets it); in batch
+                       use (``CI`` set, no terminal) only ``=unconfined``
 ``PM_GRADE_WARM=0``    start each kernel as a new Python (cold), not
                        forked from the warm template
 =====================  ================================================  ========
@@ -35,6 +36,15 @@ its network, PID and mount namespaces, and the kernel it forks there drops
 every capability and takes the limits before ipykernel starts. The template
 never runs student code, so each kernel starts from a process that has only
 imported modules (tests/course/test_warm_kernel.py).
+
+Where bubblewrap cannot start, :func:`check` shows its own error and the likely
+cause with its fix (:func:`diagnose`, from the kernel's settings under
+``/proc/sys``, or ``$PM_GRADE_PROC_SYS`` for tests). The unconfined mode runs
+each kernel exactly as the sandbox does (:func:`unconfined`: the same start-up
+file, limits, cgroups, environment and private copy of the student's files)
+but for the namespaces and the hidden folders, so that it grades the same. A
+kernel that does not start is the machine's fault, never the student's: it is
+recorded in :data:`FAULTS` for :mod:`pm_course.grade`.
 """
 from __future__ import annotations
 
@@ -131,22 +141,154 @@ def remove_cgroup(groups: list[Path], wait: float = 5.0) -> None:
 
 
 def unsafe() -> bool:
-    """Whether ``$PM_GRADE_UNSAFE`` (set by ``make grade UNSAFE=1``) lets student code run unconfined."""
-    return os.environ.get("PM_GRADE_UNSAFE", "") not in ("", "0")
+    """Whether ``$PM_GRADE_UNSAFE`` (set by ``make grade UNSAFE=1``) lets student code run unconfined.
+
+    Only where the sandbox cannot run: with a working bubblewrap the sandbox is
+    used whatever this says.
+    """
+    return os.environ.get("PM_GRADE_UNSAFE", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def batch_use() -> bool:
+    """Whether this looks like unattended batch use: ``$CI`` set (as every CI service sets it) and no terminal on stdin."""
+    ci = os.environ.get("CI", "").strip().lower()
+    try:
+        terminal = sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # stdin closed
+        terminal = False
+    return ci not in ("", "0", "false", "no") and not terminal
+
+
+UNCONFINED_BY_NAME = "unconfined"  # PM_GRADE_UNSAFE=unconfined: the mode asked for by name (needed in batch use)
+UNCONFINED_MEANS = ("student code runs unconfined, as you: it can read and change your files, the course folder"
+                    " (the gradebook, other students' work) and the hidden tests, and reach the network")
+
+
+def proc_sys() -> Path:
+    """Where the kernel's settings are read (``/proc/sys``; ``$PM_GRADE_PROC_SYS`` points elsewhere, for tests)."""
+    return Path(os.environ.get("PM_GRADE_PROC_SYS") or "/proc/sys")
+
+
+def sysctl(name: str) -> str | None:
+    """A kernel setting (``user.max_user_namespaces``) as text; None where this kernel has no such setting."""
+    try:
+        return (proc_sys() / name.replace(".", "/")).read_text().strip()
+    except OSError:
+        return None
+
+
+def in_container() -> bool:
+    """Whether this runs in a container (Docker, Podman, systemd-nspawn, LXC, Kubernetes)."""
+    if os.environ.get("container") or Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+        return True
+    try:
+        cgroup = Path("/proc/1/cgroup").read_text()
+    except OSError:
+        return False
+    return any(word in cgroup for word in ("docker", "kubepods", "containerd", "libpod", "lxc"))
+
+
+APPARMOR_PROFILE = """\
+abi <abi/4.0>,
+include <tunables/global>
+
+profile bwrap {bwrap} flags=(unconfined) {{
+  userns,
+
+  include if exists <local/bwrap>
+}}
+"""
+
+
+def diagnose(error: str) -> list[str]:
+    """Why bubblewrap could not make its namespaces here, each cause with its fix (the kernel's settings read
+    under :func:`proc_sys`); the unconfined mode comes last, with what it means."""
+    bwrap = Path(shutil.which("bwrap") or "/usr/bin/bwrap").resolve()
+    causes = []
+    if sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
+        causes.append(
+            "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10 and later, 24.04 included): AppArmor"
+            " lets only programs with a profile that allows it make user namespaces. Give bwrap one: save\n\n"
+            + "\n".join("        " + line if line else "" for line in
+                        APPARMOR_PROFILE.format(bwrap=bwrap).splitlines())
+            + f"\n\n    as /etc/apparmor.d/bwrap and load it: sudo apparmor_parser -r /etc/apparmor.d/bwrap."
+            " Or lift the restriction for every program (a hardening Ubuntu chose): sudo sysctl -w"
+            " kernel.apparmor_restrict_unprivileged_userns=0 (and the same line, without sysctl -w, in"
+            " /etc/sysctl.d/60-userns.conf to keep it after a reboot).")
+    if sysctl("user.max_user_namespaces") == "0":
+        causes.append("user.max_user_namespaces = 0: this kernel allows no user namespaces. Allow them: sudo sysctl"
+                      " -w user.max_user_namespaces=15000 (and in /etc/sysctl.d/ to keep it after a reboot).")
+    if sysctl("kernel.unprivileged_userns_clone") == "0":
+        causes.append("kernel.unprivileged_userns_clone = 0 (Debian's and some other kernels): only root may make"
+                      " user namespaces. Allow them: sudo sysctl -w kernel.unprivileged_userns_clone=1.")
+    if not causes and in_container():
+        causes.append("this runs in a container, whose runtime forbids user namespaces (Docker's default seccomp"
+                      " profile does): grade on the host, or start the container with namespaces allowed (e.g."
+                      " docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined).")
+    if not causes:
+        causes.append("none of the usual causes shows here (kernel.apparmor_restrict_unprivileged_userns,"
+                      " user.max_user_namespaces, kernel.unprivileged_userns_clone, a container): bwrap's own"
+                      " message above says what failed.")
+    return causes
+
+
+def last_resort() -> str:
+    return (f"Last resort: PM_GRADE_UNSAFE=1 pm-course grade (make grade UNSAFE=1; in batch use with CI set,"
+            f" PM_GRADE_UNSAFE={UNCONFINED_BY_NAME}): {UNCONFINED_MEANS}. It grades exactly as the sandbox does;"
+            " use it only for work you trust.")
 
 
 @functools.cache
+def _probe() -> tuple[bool, str]:
+    """(whether bubblewrap and prlimit work here, what went wrong when they do not)."""
+    missing = [tool for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux")) if not shutil.which(tool)]
+    if missing:
+        return False, ("not installed: " + " and ".join(missing) + " (the Debian packages bubblewrap and util-linux;"
+                       " make install and make grade install them as root)")
+    try:
+        probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
+                                "prlimit", "--as=1073741824", "--", "true"], capture_output=True, text=True,
+                               timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"bwrap could not be run: {err}"
+    if probe.returncode == 0:
+        return True, ""
+    said = (probe.stderr or probe.stdout).strip()[-600:] or f"nothing (exit status {probe.returncode})"
+    return False, f"bwrap is installed but failed here; it said: {said}"
+
+
 def works() -> bool:
     """bubblewrap and prlimit are installed, and bubblewrap can make its namespaces here."""
-    if not (shutil.which("bwrap") and shutil.which("prlimit")):
-        return False
-    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
-                            "prlimit", "--as=1073741824", "--", "true"], capture_output=True)
-    return probe.returncode == 0
+    return _probe()[0]
 
 
-def check() -> str:
-    """One line saying how student code will run; exits if it cannot run safely."""
+def why_not() -> str:
+    """What stops the sandbox here: bwrap's own error, each likely cause with its fix, the unconfined mode last."""
+    ok, said = _probe()
+    if ok:
+        return ""
+    if said.startswith("not installed"):
+        return (f"The sandbox cannot run: {said}.\n  {last_resort()}")
+    return ("The sandbox cannot run: " + said + "\n"
+            + "\n".join(f"  Cause and fix: {cause}" for cause in diagnose(said))
+            + f"\n  {last_resort()}")
+
+
+def unconfined_banner() -> str:
+    """The warning printed (to stderr and in grade's summary) on every run where student code ran unconfined."""
+    return (f"WARNING: UNCONFINED GRADING (PM_GRADE_UNSAFE={os.environ.get('PM_GRADE_UNSAFE', '')}): no sandbox;"
+            f" {UNCONFINED_MEANS}.")
+
+
+def check(announce: bool = True) -> str:
+    """One line saying how student code will run; exits if it cannot run safely.
+
+    Unconfined (no working sandbox, ``PM_GRADE_UNSAFE`` set) it also warns on
+    stderr, with why the sandbox cannot run; in batch use (:func:`batch_use`)
+    it exits unless the mode is asked for by name, ``PM_GRADE_UNSAFE=unconfined``:
+    a ``PM_GRADE_UNSAFE=1`` (or ``UNSAFE=1`` for make) left in a CI job's
+    environment does not turn the sandbox off unnoticed.
+    """
     nbytes, cpu = limits()
     if works():
         procs = (f"at most {max_procs()} processes and {2 * nbytes / 2**30:.1f} GiB in all per sandbox (PM_GRADE_PROCS)"
@@ -157,13 +299,16 @@ def check() -> str:
                 + ("each kernel forked from a warm template that imported numpy, attnlib and matplotlib"
                    " (PM_GRADE_WARM=0: a new Python each)." if warm_wanted() else
                    "each kernel a new Python (PM_GRADE_WARM=0)."))
+    if unsafe() and batch_use() and os.environ.get("PM_GRADE_UNSAFE", "").strip().lower() != UNCONFINED_BY_NAME:
+        raise SystemExit(f"{why_not()}\nRefused: PM_GRADE_UNSAFE={os.environ['PM_GRADE_UNSAFE']} in batch use (CI is"
+                         " set and stdin is not a terminal). Unattended, the unconfined mode must be asked for by"
+                         f" name: PM_GRADE_UNSAFE={UNCONFINED_BY_NAME} ({UNCONFINED_MEANS}).")
     if unsafe():
-        return ("WARNING: bubblewrap (bwrap) is missing and PM_GRADE_UNSAFE=1 (make grade UNSAFE=1) was given:"
-                " student code runs as you, with your files and network. Grade only work you trust.")
-    raise SystemExit("bubblewrap (bwrap) and prlimit are needed to run student code safely, and bwrap must be"
-                     " allowed to create namespaces: install the Debian packages bubblewrap and util-linux (make"
-                     " install and make grade do so as root), or set PM_GRADE_UNSAFE=1 (PM_GRADE_UNSAFE=1 pm-course"
-                     " grade; make grade UNSAFE=1) to run it unconfined, as you.")
+        if announce:
+            print(f"{unconfined_banner()}\n{why_not()}", file=sys.stderr)
+        return (f"{unconfined_banner()} {nbytes / 2**30:.1f} GiB of memory and {cpu} s of CPU per process"
+                " (PM_GRADE_MEMORY, PM_GRADE_CPU), as in the sandbox.")
+    raise SystemExit(f"{why_not()}\nGrading refuses to run student code without the sandbox.")
 
 
 def hidden_paths() -> list[Path]:
@@ -305,9 +450,35 @@ def matplotlib_cache(runtime: Path) -> Path:
     return folder
 
 
+def kernel_settings(runtime: Path, home: Path, ipython: str) -> dict[str, str]:
+    """The environment of every grading kernel, sandboxed or unconfined: where it leaves its probes
+    (:mod:`pm_course.hidden`), its home (the student's files), matplotlib's backend and cache, one BLAS thread."""
+    return {"IPYTHONDIR": ipython, "HOME": str(home), "OPENBLAS_NUM_THREADS": "1",
+            "PM_PROBES": str(probes_dir(runtime)), "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(matplotlib_cache(runtime))}
+
+
+def limit_argv() -> list[str]:
+    """The command prefix that caps each kernel process: ``prlimit`` (memory, CPU seconds, no core, file size)."""
+    nbytes, cpu = limits()
+    return ["prlimit", f"--as={nbytes}", f"--cpu={cpu}", "--core=0", f"--fsize={nbytes}", "--"]
+
+
+# the same limits as limit_argv's where prlimit is missing (the unconfined mode only: the sandbox needs prlimit)
+_SETRLIMIT = ("import os, resource, sys\n"
+              "for name, value in zip(('RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_CORE', 'RLIMIT_FSIZE'), sys.argv[1:5]):\n"
+              "    resource.setrlimit(getattr(resource, name), (int(value), int(value)))\n"
+              "os.execvp(sys.argv[5], sys.argv[5:])\n")
+
+
+def unconfined_limit_argv() -> list[str]:
+    if shutil.which("prlimit"):
+        return limit_argv()
+    nbytes, cpu = limits()
+    return [sys.executable, "-c", _SETRLIMIT, str(nbytes), str(cpu), "0", str(nbytes)]
+
+
 def bwrap_argv(work: Path, runtime: Path) -> list[str]:
     """The bubblewrap command line that confines a kernel to ``work`` (and its socket folder ``runtime``)."""
-    nbytes, cpu = limits()
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for path in hidden_paths():
         argv += ["--tmpfs", str(path)]
@@ -315,17 +486,28 @@ def bwrap_argv(work: Path, runtime: Path) -> list[str]:
         argv += ["--ro-bind", str(path), str(path)]
     startup = output_cap(runtime).parent
     argv += ["--bind", str(scratch_for(work, runtime)), str(work), "--bind", str(runtime), str(runtime),
-             "--ro-bind", str(startup), str(startup), "--setenv", "IPYTHONDIR", "/tmp/ipython",
+             "--ro-bind", str(startup), str(startup),
              "--unshare-net", "--unshare-pid", "--die-with-parent",
              # ipykernel exits when its parent PID looks gone, and the grader's PID means nothing
              # in a new PID namespace: 1 tells it not to poll (the sandbox dies with the grader)
-             "--setenv", "JPY_PARENT_PID", "1",
-             "--setenv", "HOME", str(work), "--setenv", "OPENBLAS_NUM_THREADS", "1",
-             "--setenv", "PM_PROBES", str(probes_dir(runtime)),
-             "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", str(matplotlib_cache(runtime)),
-             "--chdir", str(work),
-             "prlimit", f"--as={nbytes}", f"--cpu={cpu}", "--core=0", f"--fsize={nbytes}", "--"]
-    return argv
+             "--setenv", "JPY_PARENT_PID", "1"]
+    for name, value in kernel_settings(runtime, home=work, ipython="/tmp/ipython").items():
+        argv += ["--setenv", name, value]
+    return argv + ["--chdir", str(work), *limit_argv()]
+
+
+def unconfined(work: Path, runtime: Path) -> tuple[list[str], str, dict[str, str]]:
+    """Without a sandbox: (the command prefix, the working folder, the environment added) for a kernel.
+
+    The same as in the sandbox but for the confinement itself: the kernel runs
+    in a private copy of the student's files (:func:`scratch_for`), with the
+    same start-up file, limits and environment, and leaves its probes where the
+    grader reads them. Only the namespaces and the hidden folders are missing.
+    """
+    output_cap(runtime)
+    scratch = scratch_for(work, runtime)
+    (runtime / "ipython").mkdir(exist_ok=True)
+    return unconfined_limit_argv(), str(scratch), kernel_settings(runtime, home=scratch, ipython=str(runtime / "ipython"))
 
 
 def warm_wanted() -> bool:
@@ -415,6 +597,11 @@ import atexit  # noqa: E402
 atexit.register(_close_template)
 
 
+# what went wrong with each kernel this process could not start (a sandbox that failed, a kernel that never
+# answered): the machine's faults, read by pm_course.grade after each notebook and never put on a student's row
+FAULTS: list[str] = []
+
+
 class SandboxKernelClient(AsyncKernelClient):
     """The grader's client: ready as soon as the kernel answers on both channels.
 
@@ -458,8 +645,14 @@ class SandboxKernelClient(AsyncKernelClient):
                     self._handle_kernel_info_reply(reply)
                     return
             if not await self.is_alive():
-                raise RuntimeError("Kernel died before replying to kernel_info")
-        raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+                self._not_started("Kernel died before replying to kernel_info")
+        self._not_started(f"Kernel didn't respond in {timeout} seconds")
+
+    def _not_started(self, why: str):
+        """No student code has run yet: a kernel that is not ready is the machine's fault, never the student's."""
+        if isinstance(self.parent, SandboxKernelManager):
+            self.parent.fault(f"the kernel did not start ({why})")
+        raise RuntimeError(why)
 
 
 class SandboxKernelManager(AsyncKernelManager):
@@ -474,6 +667,13 @@ class SandboxKernelManager(AsyncKernelManager):
         return SandboxKernelClient
 
     async def start_kernel(self, **kw):
+        try:
+            return await self._start_kernel(**kw)
+        except Exception as err:
+            self.fault(f"the sandbox or its kernel did not start ({type(err).__name__}: {err})")
+            raise
+
+    async def _start_kernel(self, **kw):
         self._runtime = Path(tempfile.mkdtemp(prefix="pm-kernel-"))
         self.transport = "ipc"
         self.ip = str(self._runtime / "kernel-ipc")
@@ -510,13 +710,16 @@ class SandboxKernelManager(AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
         work = Path(self._launch_args.get("cwd") or os.getcwd())
-        if not works():
-            check()  # exits unless UNSAFE=1
-            return cmd
         kernel = cmd + [f"--IPKernelApp.exec_files={self._runtime / 'startup' / 'output_cap.py'}"]
-        argv = bwrap_argv(work, self._runtime)
+        if not works():
+            check(announce=False)  # exits unless the unconfined mode was asked for
+            argv, self._unconfined_cwd, self._unconfined_env = unconfined(work, self._runtime)
+            self._warm = False
+            argv = argv + kernel
+        else:
+            argv = bwrap_argv(work, self._runtime)
+            self._warm = getattr(self, "_warm", False) and "ipykernel_launcher" in kernel
         self._cgroups = make_cgroup(self._runtime.name)
-        self._warm = getattr(self, "_warm", False) and "ipykernel_launcher" in kernel
         if self._warm:
             # the sandbox holds a placeholder until the kernel forked into it ends (the FIFO's last
             # writer closes it); bubblewrap writes the placeholder's process ID to info.json
@@ -525,7 +728,7 @@ class SandboxKernelManager(AsyncKernelManager):
             self._setenv = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
             argv = ["sh", "-c", 'exec 3>"$0" && exec "$@"', str(self._runtime / "info.json"),
                     "bwrap", "--info-fd", "3", *argv[1:], "cat", str(self._runtime / "alive")]
-        else:
+        elif works():
             argv = argv + kernel
         if self._cgroups:  # join the cgroups first, so that everything the sandbox starts is counted
             join = 'for g; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; shift; done; shift; exec "$@"'
@@ -533,8 +736,32 @@ class SandboxKernelManager(AsyncKernelManager):
         return argv
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
+        if getattr(self, "_unconfined_env", None) is not None:  # no sandbox: the same folder and settings, directly
+            kw["cwd"], kw["env"] = self._unconfined_cwd, {**(kw.get("env") or os.environ), **self._unconfined_env}
         self._env = dict(kw.get("env") or os.environ)  # what the kernel's process gets (bubblewrap's --setenv aside)
+        # what bubblewrap (or the kernel, before it is ready) says when it fails: the reason of a machine fault
+        if getattr(self, "_stderr", None):  # a restarted kernel's
+            self._stderr.close()
+        self._stderr = open(self._runtime / "kernel-stderr.txt", "wb+")  # noqa: SIM115 -- closed in cleanup
+        kw["stderr"] = self._stderr
         return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    def said(self) -> str:
+        """The last lines the sandbox (or the kernel, before it was ready) wrote to stderr."""
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            text = self._stderr.read().decode(errors="replace")
+        except (AttributeError, OSError, ValueError):
+            return ""
+        return " / ".join(line.strip() for line in text.strip().splitlines()[-3:])[-400:]
+
+    def fault(self, what: str) -> None:
+        """The kernel did not start: the machine's fault, recorded once in :data:`FAULTS` for the grader."""
+        if getattr(self, "_fault", None) is None:
+            said = self.said()
+            self._fault = what + (f"; it said: {said}" if said else "")
+            FAULTS.append(self._fault)
 
     async def _async_wait(self, pollinterval=0.1):
         """Wait for the kernel to end, looking every 10 ms (a killed sandbox ends at once)."""
@@ -552,5 +779,7 @@ class SandboxKernelManager(AsyncKernelManager):
                 keep = course_dir() / "probes" / graded[0] / graded[1]
                 shutil.rmtree(keep, ignore_errors=True)
                 shutil.copytree(self._runtime / "probes", keep)
+            if getattr(self, "_stderr", None):
+                self._stderr.close()
             shutil.rmtree(self._runtime, ignore_errors=True)
             remove_cgroup(getattr(self, "_cgroups", []))
