@@ -250,6 +250,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
             found.why_unused[name] = (f"{elsewhere}'s notebook (its graded cells are {elsewhere}'s), not"
                                       f" {target}'s")
             found.foreign[name] = elsewhere
+            found.foreign_students[(student, target)] = elsewhere
             foreign.setdefault((student, target), (member, parsed, elsewhere))
             continue
         if by_name and by_name != target and not assignment:
@@ -341,11 +342,13 @@ def _mark_foreign(found: Class, path: Path) -> None:
         if other:
             rel = str(entry.file.relative_to(path))
             found.foreign[rel] = other
+            found.foreign_students[(entry.student, entry.assignment)] = other
             entry.status, entry.file = FAILED, None
             entry.reason = f"submitted {other}'s notebook ({rel}), not {entry.assignment}'s"
 
 
-def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old: list, path: Path) -> None:
+def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old: list, path: Path,
+                        source: str = "folder") -> None:
     """Stop (changing nothing) a collection that would replace collected work with another assignment's or nothing."""
     what = ", ".join(sorted(covered))
     had = sum(1 for e in old if e.assignment in covered and e.status == GRADED)
@@ -358,6 +361,25 @@ def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old
             f" {', '.join(files[:3])}{f' and {len(files) - 3} more' if len(files) > 3 else ''}"
             f"{losing and losing + ' notebooks of another assignment'}. Collect it with --assignment {others[0]}."
             " Nothing was changed.")
+    for target in sorted(covered):  # mostly another assignment's: a slip of --assignment, not students' mistakes
+        own = sorted(s for (s, a) in ready if a == target and owner(data[(s, a)]) == target)
+        strays = {s: other for (s, a), other in found.foreign_students.items() if a == target and s not in own}
+        if not strays or len(strays) <= len(own):
+            continue
+        counts: dict[str, int] = {}
+        for other in strays.values():
+            counts[other] = counts.get(other, 0) + 1
+        other = max(counts, key=lambda a: (counts[a], a))
+        had_target = sum(1 for e in old if e.assignment == target and e.status == GRADED)
+        instead = f"pm-course collect --from {source} {path} --assignment {other}" if source != "folder" else None
+        raise CourseError(
+            f"{path}: refused: most of its notebooks are another assignment's: {len(strays)} of"
+            f" {len(strays) + len(own)} students' are {other}'s (by their graded cells, whatever their file names),"
+            f" {len(own)} {target}'s ({', '.join(own) or 'none'}). Collected as {target}, it would mark"
+            f" {len(strays)} student(s) 'could not be graded'"
+            f"{f' and replace {had_target} notebook(s) already collected for {target}' if had_target else ''}."
+            f" Nothing was changed."
+            + (f" If it is {other}'s download, run instead: {instead}" if instead else ""))
     if not ready:
         seen = sorted(found.why_unused)
         listed = (f"its files: {', '.join(f'{n} ({found.why_unused[n]})' for n in seen[:5])}"
@@ -445,7 +467,7 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     if source == "folder":
         _mark_foreign(found, path)
     ready = _prepare(found, data)
-    _refuse_losing_work(found, ready, data, covered, old, path)
+    _refuse_losing_work(found, ready, data, covered, old, path, source)
     command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "") \
         + (" --replace" if replace else "")
     kept = history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back

@@ -64,6 +64,7 @@ class Class:
     warnings: list[str] = field(default_factory=list)
     why_unused: dict = field(default_factory=dict)  # a file not used -> why (when it is not the usual reason)
     foreign: dict = field(default_factory=dict)     # a notebook another assignment's cells -> that assignment
+    foreign_students: dict = field(default_factory=dict)  # (student, assignment) sent another's -> that one
 
 
 def normal(stem: str) -> str:
