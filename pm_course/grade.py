@@ -303,11 +303,17 @@ def _digest(entry) -> str:
     return fingerprints.digest(path)
 
 
-def unchanged(entries, before: dict) -> list:
-    """The entries graded before whose notebook and assignment source are the same as then (not to grade again)."""
+def unchanged(entries, before: dict, rows: dict | None = None) -> list:
+    """The entries graded before whose notebook and assignment source are the same as then (not to grade again).
+
+    With ``rows`` (grades.csv's), only those whose row came from grading that notebook: a row that says
+    "not submitted" or another file's "could not be graded" (a slip of collect, undone since) is graded again.
+    """
     sources = {a: source_hash(a) for a in {e.assignment for e in entries}}
     return [e for e in entries if e.status == submissions_mod.GRADED and before.get(f"{e.student}/{e.assignment}")
-            == {"submission": _digest(e), "source": sources[e.assignment]}]
+            == {"submission": _digest(e), "source": sources[e.assignment]}
+            and (rows is None or rows.get((e.student, e.assignment), {}).get("status")
+                 in (submissions_mod.GRADED, submissions_mod.FAILED))]
 
 
 def grade(submissions: Path | None = None, students=None, assignments=None, n_jobs: int | None = None,
@@ -362,7 +368,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     hashes = fingerprints.graded_hashes()
     # only what is new or changed, unless asked for by name (--student, --assignment) or --all
     same = [] if everything or students or assignments else \
-        [e for e in unchanged(chosen, hashes) if (e.student, e.assignment) in before]
+        [e for e in unchanged(chosen, hashes, before) if (e.student, e.assignment) in before]
     if same:  # kept as they were graded: their rows below come from grades.csv
         skip = {id(e) for e in same}
         chosen = [e for e in chosen if id(e) not in skip]
@@ -379,6 +385,9 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
             hashes.pop(key, None)
         else:
             hashes[key] = {"submission": _digest(e), "source": sources[e.assignment]}
+    for e in chosen:  # no notebook graded now (not submitted, another assignment's file): the row no longer
+        if e.status in (submissions_mod.MISSING, submissions_mod.FAILED) and e not in todo:  # says what any
+            hashes.pop(f"{e.student}/{e.assignment}", None)  # notebook scored; one put back is graded again
     _explain_lost_points(chosen)
     rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
             **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},

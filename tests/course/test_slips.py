@@ -71,3 +71,101 @@ def test_a_download_mostly_of_another_assignment_is_refused_naming_it_and_the_co
     proc = run(env, "collect", "--from", "canvas", one_wrong, "--assignment", B)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"s2_102/{B}: could not be graded: submitted {A}'s notebook (subspace-1.ipynb), not {B}'s" in proc.stdout
+
+
+CELL = "why-average"
+STUDENTS = {"nunezjose_101": "alpha_a = 1/(2 + (n-2)e^{-beta}): two scores are beta, the rest 0.",
+            "obrienzoe_102": "Both weights tend to one half.",
+            "smithann_103": "The denominator is 2e^beta + n - 2."}
+
+
+def written(text):
+    """The instructor's notebook (all code right) with ``text`` as the written answer."""
+    nb = nbformat.reads(solved(A).decode(), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == CELL)
+    cell.source = f"**Your answer.**\n\n{text}"
+    return nbformat.writes(nb).encode()
+
+
+def review_all(env, course, points):
+    """Fill the review sheet with ``points`` by student and apply it."""
+    assert run(env, "review", A).returncode == 0
+    path = course / "review" / f"{A}.csv"
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        sheet = list(csv.DictReader(f))
+    for row in sheet:
+        row.update(points=points[row["student_id"]], comment=f"{points[row['student_id']]} points")
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(sheet[0]))
+        writer.writeheader()
+        writer.writerows(sheet)
+    proc = run(env, "review", A, "--apply", path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def reviewed(tmp_path_factory):
+    """02_averaging collected from Canvas for three students, graded, and their written answers reviewed."""
+    import shutil
+    from conftest import ROOT
+
+    tmp = tmp_path_factory.mktemp("slips")
+    exercises = tmp / "exercises"
+    shutil.copytree(ROOT / "exercises" / A, exercises / A)
+    shutil.copytree(ROOT / "exercises" / B, exercises / B)
+    env = env_of(tmp, exercises)
+    download = _zip(tmp / "week2.zip", [(f"{s}_90{i}_averaging.ipynb", written(t), MARCH)
+                                        for i, (s, t) in enumerate(STUDENTS.items())])
+    for args in (("collect", "--from", "canvas", download, "--assignment", A), ("grade", "--jobs", "2")):
+        proc = run(env, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    review_all(env, tmp / "course", {"nunezjose_101": "2", "obrienzoe_102": "1.5", "smithann_103": "1"})
+    got = rows(tmp / "course")
+    assert [got[(s, A)]["score"] for s in STUDENTS] == ["6", "5.5", "5"], got
+    return tmp, exercises
+
+
+def copy_of(reviewed, tmp_path, *, own_exercises=False):
+    """The reviewed course (and, when asked, its exercises) copied, so that a test may change them: its env."""
+    import shutil
+
+    tmp, exercises = reviewed
+    shutil.copytree(tmp / "course", tmp_path / "course")
+    if own_exercises:
+        shutil.copytree(exercises, tmp_path / "exercises")
+        exercises = tmp_path / "exercises"
+    return env_of(tmp_path, exercises), tmp_path / "course"
+
+
+def test_undo_then_grade_gives_back_the_very_rows_and_reviews(reviewed, tmp_path):
+    env, course = copy_of(reviewed, tmp_path)
+    earlier = rows(course)
+    # a download in which one student's notebook is another assignment's (below the refusal's "mostly"): it
+    # is collected, and that student's graded and reviewed work is replaced by "could not be graded"
+    slip = _zip(tmp_path / "slip.zip", [("nunezjose_101_9300_averaging.ipynb", solved(B), LATER),
+                                        ("obrienzoe_102_9301_averaging.ipynb", written(STUDENTS["obrienzoe_102"]),
+                                         LATER),
+                                        ("smithann_103_9302_averaging.ipynb", written(STUDENTS["smithann_103"]),
+                                         LATER)])
+    proc = run(env, "collect", "--from", "canvas", slip, "--assignment", A)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run(env, "grade", "--jobs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {k[0]: r["status"] for k, r in rows(course).items()} == {
+        "nunezjose_101": "could not be graded", "obrienzoe_102": "graded", "smithann_103": "graded"}
+    undone = run(env, "collect", "--undo")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    status = run(env, "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    for s in ("nunezjose_101",):
+        assert f"out of date: {s}: its collected notebook is not the one that could not be graded" in status.stdout, \
+            status.stdout
+    export = run(env, "export", "--to", "csv", "-o", tmp_path / "out.csv")
+    assert export.returncode != 0 and "1 row(s) would be written from out-of-date state" in export.stderr, \
+        export.stdout + export.stderr
+    proc = run(env, "grade", "--jobs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Graded 1 notebooks" in proc.stdout, proc.stdout
+    assert rows(course) == earlier  # every column: scores, reasons, reviews
+    assert "out of date" not in run(env, "status").stdout
+    assert run(env, "export", "--to", "csv", "-o", tmp_path / "out.csv").returncode == 0
