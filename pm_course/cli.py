@@ -3,6 +3,7 @@
     pm-course assignments                                   # student versions, in course/release/
     pm-course collect --from canvas submissions.zip --roster gradebook.csv
     pm-course collect --undo                                # put back what the last collect replaced
+    pm-course collect --choose STUDENT ASSIGNMENT FILE      # which of two notebooks handed in is graded
     pm-course grade [--student S] [--assignment A] [--jobs N]
     pm-course review ASSIGNMENT [--apply SHEET]             # score the written answers
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
@@ -144,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--undo", action="store_true",
                    help="put back what the last collection replaced (each collection keeps a copy in"
                         " course/history/; what the undone one brought in is kept in course/history/undone/)")
+    p.add_argument("--choose", nargs=3, metavar=("STUDENT", "ASSIGNMENT", "FILE"), default=None,
+                   help="grade FILE, one of the notebooks a student handed in together (collect keeps them in"
+                        " course/history/choices/ and names them where two hold work: 'could not be graded: two"
+                        " notebooks'); --undo puts back what was collected before")
 
     p = sub.add_parser("grade", parents=[wait], help="grade what was collected, each notebook in a sandbox",
                        description="Grade the collected notebooks (each in its own sandboxed kernel), write"
@@ -297,11 +302,17 @@ def _run(args: argparse.Namespace) -> None:
         from .collect import collect
 
         if args.undo:
-            if args.source or args.path or args.roster or args.assignment or args.replace:
+            if args.source or args.path or args.roster or args.assignment or args.replace or args.choose:
                 parser().error("collect --undo takes no other argument (it undoes the last collection)")
             from .history import undo
 
             print(undo())
+        elif args.choose:
+            if args.source or args.path or args.roster or args.assignment or args.replace:
+                parser().error("collect --choose STUDENT ASSIGNMENT FILE takes no other argument")
+            from .collect import choose
+
+            choose(*args.choose)
         elif args.source is None or args.path is None:
             parser().error("collect: --from and PATH are required (or --undo)")
         else:

@@ -169,3 +169,154 @@ def test_undo_then_grade_gives_back_the_very_rows_and_reviews(reviewed, tmp_path
     assert rows(course) == earlier  # every column: scores, reasons, reviews
     assert "out of date" not in run(env, "status").stdout
     assert run(env, "export", "--to", "csv", "-o", tmp_path / "out.csv").returncode == 0
+
+
+# --- item 5: grade what the student ran ---------------------------------------------------
+def with_cells(name, edit):
+    """The instructor's notebook of ``name`` changed by ``edit(nb)`` (which returns nothing)."""
+    nb = nbformat.reads(solved(name).decode(), as_version=4)
+    edit(nb)
+    return nbformat.writes(nb).encode()
+
+
+def rewritten_below(nb):
+    """The answer cell copied below itself: the first copy is wrong (run first), the copy right (run last)."""
+    i = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
+    right = nbformat.from_dict(dict(nb.cells[i]))
+    right.id, right.execution_count = "rewritten", 9
+    nb.cells[i].source = nb.cells[i].source.replace("return U @ np.linalg.solve(U.T @ U, U.T)", "return U @ U.T")
+    nb.cells[i].execution_count = 3
+    nb.cells.insert(i + 1, right)
+
+
+def test_duplicated_cells_keep_the_copy_executed_last_else_the_last():
+    from pm_course.submissions import drop_duplicate_cells
+
+    nb = nbformat.reads(with_cells(B, rewritten_below), as_version=4)
+    notes = drop_duplicate_cells(nb)
+    [proj] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "proj"]
+    assert "U.T @ U" in proj.source and proj.execution_count == 9
+    assert notes == ["cell 'proj' was there 2 times: graded the one executed last (execution count 9), copy 2 of 2"]
+    # the copy run last is above: it is kept (and stays where the assignment has the cell)
+    nb = nbformat.reads(with_cells(B, rewritten_below), as_version=4)
+    i = next(i for i, c in enumerate(nb.cells) if c.get("id") == "rewritten")
+    nb.cells[i - 1].execution_count, nb.cells[i].execution_count = 12, 4
+    assert drop_duplicate_cells(nb) == ["cell 'proj' was there 2 times: graded the one executed last (execution"
+                                        " count 12), copy 1 of 2"]
+    assert "U @ U.T" in next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "proj")
+    # none was run: the last in the notebook
+    nb = nbformat.reads(with_cells(B, rewritten_below), as_version=4)
+    for cell in nb.cells:
+        cell.execution_count = None if cell.cell_type == "code" else cell.get("execution_count")
+    assert drop_duplicate_cells(nb) == ["cell 'proj' was there 2 times: graded the last one (none was executed),"
+                                        " copy 2 of 2"]
+    order = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert order.index("proj") < order.index("test-proj")  # the tests below still run after it
+
+
+def zipped(*files):
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in files:
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def big(name):
+    """The instructor's notebook with 51 MB of saved output (over the 50 MB limit): a printed line, many times."""
+    import json
+
+    nb = json.loads(solved(name))
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "compare")
+    cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ("x" * 80 + "\n") * (51 * 2**20 // 81)}]
+    return json.dumps(nb).encode()
+
+
+def odd_class(tmp_path):
+    """03_subspace from Canvas as a class of unusual hand-ins brings it."""
+    import zipfile
+
+    copy = with_cells(B, lambda nb: None)
+    download = tmp_path / "odd.zip"
+    with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in [
+            ("dup_201_9201_subspace.ipynb", with_cells(B, rewritten_below)),
+            ("twonb_202_9202_subspace.ipynb", blank(B)),               # the release, untouched
+            ("twonb_202_9202_Copy of subspace.ipynb", copy),           # the finished copy
+            ("both_203_9203_subspace.ipynb", copy),
+            ("both_203_9203_subspace_final.ipynb", with_cells(B, rewritten_below)),
+            ("zipped_204_9204_subspace.zip", zipped(("work/subspace.ipynb", copy),
+                                                    ("__MACOSX/work/._subspace.ipynb", b"\0\0"))),
+            ("big_205_9205_subspace.ipynb", big(B)),
+            ("script_206_9206_subspace.py", b"def extract_projector(U):\n    return U\n"),
+            ("link_207_9207_subspace.url", b"[InternetShortcut]\nURL=https://colab.research.google.com/drive/1AbC\n"),
+            ("twozips_208_9208_subspace.zip", zipped(("a.ipynb", copy), ("b.ipynb", copy))),
+        ]:
+            z.writestr(zipfile.ZipInfo(name, date_time=MARCH), data)
+    return download
+
+
+def test_a_download_of_unusual_hand_ins_grades_what_each_student_ran(tmp_path, two_assignments):
+    env = env_of(tmp_path, two_assignments)
+    course = tmp_path / "course"
+    roster = tmp_path / "gradebook.csv"
+    with roster.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", f"{B} (502)"])
+        w.writerow(["    Points Possible", "", "", "", "", "3"])
+        for i, who in enumerate(("dup", "twonb", "both", "zipped", "big", "script", "link", "twozips", "none")):
+            w.writerow([who, str(201 + i), "", "", "A", ""])
+    proc = run(env, "collect", "--from", "canvas", odd_class(tmp_path), "--assignment", B, "--roster", roster)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run(env, "grade", "--jobs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {k[0].split("_")[0]: r for k, r in rows(course).items()}
+    assert {s: (r["status"], r["score"]) for s, r in got.items()} == {
+        "dup": ("graded", "3"), "twonb": ("graded", "3"), "zipped": ("graded", "3"), "big": ("graded", "3"),
+        "both": ("could not be graded", ""), "script": ("could not be graded", ""),
+        "link": ("could not be graded", ""), "twozips": ("could not be graded", ""),
+        "none": ("not submitted", "")}, got
+    assert "cell 'proj' was there 2 times: graded the one executed last (execution count 9)" in got["dup"]["reason"]
+    assert "graded Copy of subspace.ipynb, not subspace.ipynb (the blank notebook as released)" \
+        in got["twonb"]["reason"], got["twonb"]
+    assert "unpacked subspace.ipynb from zipped_204_9204_subspace.zip" in got["zipped"]["reason"], got["zipped"]
+    assert "its saved outputs were stripped before grading (the notebook is 52 MB, over the 50 MB limit" \
+        in got["big"]["reason"], got["big"]
+    assert f"both_203/{B}: could not be graded: two notebooks, subspace.ipynb and subspace_final.ipynb" in proc.stdout
+    assert got["both"]["reason"] == (
+        "two notebooks, subspace.ipynb and subspace_final.ipynb, both hold work: choose the"
+        " one to grade with pm-course collect --choose both_203 03_subspace FILE (FILE one of subspace.ipynb,"
+        " subspace_final.ipynb)"), got["both"]
+    assert got["script"]["reason"].startswith("submitted subspace.py, a Python script, not the notebook: it cannot"
+                                              " be graded"), got["script"]
+    assert got["link"]["reason"].startswith("submitted a link (https://colab.research.google.com/drive/1AbC) in"
+                                            " subspace.url, not the notebook"), got["link"]
+    assert got["twozips"]["reason"].startswith("submitted subspace.zip, a zip holding 2 notebooks (a.ipynb,"
+                                               " b.ipynb), not one"), got["twozips"]
+    status = run(env, "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert next(line.split() for line in status.stdout.splitlines() if line.startswith(B)) == \
+        [B, "8", "4", "4", "0", "0"], status.stdout
+    # each student who handed in something that cannot be graded gets a page saying why
+    proc = run(env, "feedback", "-o", tmp_path / "packed")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "packed" / f"feedback-canvas-{B}.zip") as z:
+        pages = {n.split("_")[0]: z.read(n).decode() for n in z.namelist()}
+    assert "none" not in pages and {"script", "link", "both", "twozips"} <= set(pages), sorted(pages)
+    assert "a Python script, not the notebook" in pages["script"] and "colab.research.google.com" in pages["link"]
+    # the instructor chooses: that notebook is graded, both named
+    proc = run(env, "collect", "--choose", "both_203", B, "nope.ipynb")
+    assert proc.returncode != 0 and "not one of the notebooks handed in (subspace.ipynb, subspace_final.ipynb)" \
+        in proc.stderr, proc.stderr
+    proc = run(env, "collect", "--choose", "both_203", B, "subspace_final.ipynb")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run(env, "grade", "--jobs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    both = rows(course)[("both_203", B)]
+    assert (both["status"], both["score"]) == ("graded", "3"), both
+    assert both["reason"].startswith("graded subspace_final.ipynb, chosen by the instructor (handed in with"
+                                     " subspace.ipynb); cell 'proj' was there 2 times"), both
