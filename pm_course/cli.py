@@ -166,6 +166,10 @@ def parser() -> argparse.ArgumentParser:
                    help="regrade only this assignment (repeat for more)")
     p.add_argument("--jobs", type=int, metavar="N", default=None,
                    help="notebooks graded at once (default: $PM_GRADE_JOBS, else the number of cores)")
+    p.add_argument("--rescale-reviews", action="store_true",
+                   help="where the assignment's source changed a written answer's points since it was reviewed,"
+                        " scale the review to the new points (1.5 of 2 -> 2.25 of 3); default: that review goes"
+                        " back to awaiting review (pm-course review ASSIGNMENT), its reason naming the change")
     p.add_argument("--all", dest="everything", action="store_true",
                    help="regrade every notebook collected (default: only those new or changed since the last"
                         " run, and those of an assignment whose source changed)")
@@ -325,7 +329,7 @@ def _run(args: argparse.Namespace) -> None:
 
             collect("folder", args.submissions.resolve())
         grade(None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
-              everything=args.everything)
+              everything=args.everything, rescale_reviews=args.rescale_reviews)
     elif args.command == "export":
         from .export import Late, export
         from .reviews import sync

@@ -317,7 +317,7 @@ def unchanged(entries, before: dict, rows: dict | None = None) -> list:
 
 
 def grade(submissions: Path | None = None, students=None, assignments=None, n_jobs: int | None = None,
-          everything: bool = False) -> None:
+          everything: bool = False, rescale_reviews: bool = False) -> None:
     """Grade what was collected (after collecting ``submissions``, a folder, when given); write grades.csv.
 
     Only what is new or changed since the last run is graded: a notebook is
@@ -335,6 +335,9 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         Notebooks graded at once (default ``$PM_GRADE_JOBS``, else the number of cores).
     everything : bool
         Grade every notebook collected again (``--all``), changed or not.
+    rescale_reviews : bool
+        Where the source changed a written cell's points since its review, scale the review to the new
+        points (``--rescale-reviews``); default: the review goes back to awaiting review.
     """
     from . import sandbox
 
@@ -375,7 +378,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         regrade -= {(e.student, e.assignment) for e in same}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
     interrupted = _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
-    _keep_reviews(todo)
+    _keep_reviews(todo, rescale_reviews)
     _read_scores(chosen)
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
     unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
@@ -431,9 +434,10 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
                           f" {len(unfinished)} not graded yet: run pm-course grade to grade them.")
 
 
-def _keep_reviews(todo) -> None:
-    """Written answers: a review stands while its answer is unchanged; a changed answer awaits review again."""
-    reviews.after_grading(todo)
+def _keep_reviews(todo, rescale: bool = False) -> None:
+    """Written answers: a review stands while its answer and its points are unchanged; a changed answer awaits
+    review again, and so does one whose points the source changed (rescaled instead with ``rescale``)."""
+    reviews.after_grading(todo, rescale=rescale)
 
 
 def _written_totals(rows: dict) -> None:

@@ -307,7 +307,9 @@ def test_a_download_of_unusual_hand_ins_grades_what_each_student_ran(tmp_path, t
     with zipfile.ZipFile(tmp_path / "packed" / f"feedback-canvas-{B}.zip") as z:
         pages = {n.split("_")[0]: z.read(n).decode() for n in z.namelist()}
     assert "none" not in pages and {"script", "link", "both", "twozips"} <= set(pages), sorted(pages)
-    assert "a Python script, not the notebook" in pages["script"] and "colab.research.google.com" in pages["link"]
+    assert "you submitted subspace.py, a Python script, not the notebook" in pages["script"]
+    assert "colab.research.google.com" in pages["link"] and "pm-course" not in pages["both"]
+    assert "you handed in two notebooks, subspace.ipynb and subspace_final.ipynb, that both hold work" in pages["both"]
     # the instructor chooses: that notebook is graded, both named
     proc = run(env, "collect", "--choose", "both_203", B, "nope.ipynb")
     assert proc.returncode != 0 and "not one of the notebooks handed in (subspace.ipynb, subspace_final.ipynb)" \
@@ -320,3 +322,46 @@ def test_a_download_of_unusual_hand_ins_grades_what_each_student_ran(tmp_path, t
     assert (both["status"], both["score"]) == ("graded", "3"), both
     assert both["reason"].startswith("graded subspace_final.ipynb, chosen by the instructor (handed in with"
                                      " subspace.ipynb); cell 'proj' was there 2 times"), both
+
+
+def move_points(exercises, cell, points):
+    """The instructor moves a written cell's points in the source (nothing else changes)."""
+    path = exercises / A / "averaging.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == cell).metadata["nbgrader"][
+        "points"] = points
+    nbformat.write(nb, path)
+
+
+@pytest.mark.parametrize("rescale", [False, True], ids=["back-to-review", "rescaled"])
+def test_points_moved_in_the_source_send_reviews_back_naming_the_source_not_the_student(reviewed, tmp_path,
+                                                                                        rescale):
+    env, course = copy_of(reviewed, tmp_path, own_exercises=True)
+    move_points(tmp_path / "exercises", CELL, 3)
+    proc = run(env, "grade", "--jobs", "2", *(["--rescale-reviews"] if rescale else []))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Source changed since its release: 02_averaging" in proc.stdout, proc.stdout
+    got = {k[0]: r for k, r in rows(course).items()}
+    for s, r in got.items():
+        assert "nbgrader metadata" not in r["reason"] and "put back" not in r["reason"], r  # not the student's doing
+        assert r["max_score"] == "7" and r["written_max"] == "3", r
+    moved = f"the source's points for '{CELL}' changed from 2 to 3"
+    if rescale:
+        assert {s: (r["score"], r["written_score"], r["awaiting_review"]) for s, r in got.items()} == {
+            "nunezjose_101": ("7", "3", "0"), "obrienzoe_102": ("6.25", "2.25", "0"), "smithann_103": ("5.5", "1.5", "0")}
+        assert f"{moved}: its review rescaled from 1.5 of 2 to 2.25 of 3" in got["obrienzoe_102"]["reason"], got
+    else:
+        assert {s: (r["score"], r["awaiting_review"]) for s, r in got.items()} == {
+            "nunezjose_101": ("4", "1"), "obrienzoe_102": ("4", "1"), "smithann_103": ("4", "1")}, got
+        assert f"{moved}: its review (1.5 of 2) awaits review again" in got["obrienzoe_102"]["reason"], got
+        assert f"{CELL} not reviewed yet" in got["obrienzoe_102"]["reason"], got
+    assert all(moved in r["reason"] for r in got.values()), got
+    # a student who did edit the cell's metadata is still told so (their notebook is not any release's)
+    from pm_course import repair
+    nb = nbformat.reads(written("x"), as_version=4)
+    ref = nbformat.reads(written("x"), as_version=4)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == CELL).metadata["nbgrader"][
+        "points"] = 5
+    earlier = nbformat.reads(written("x"), as_version=4)
+    assert repair.repair(nb, ref, A, [earlier]) == [
+        f"the nbgrader metadata of answer cell '{CELL}' was changed: put back"]
