@@ -299,13 +299,16 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         if original != expected[target]:
             notes.append(f"graded {original} as {target}/{expected[target]}")
             found.warnings.append(f"{student}/{target}: grading {where} as {target}/{expected[target]}")
-        if why:
+        if why and notes and notes[-1].startswith(f"graded {original} as ") and why.startswith(f"graded {original}"):
+            notes[-1] += why[len(f"graded {original}"):]  # one sentence: what was graded, as what, and not what
+        elif why:
             notes.append(why)
         entry.reason = "; ".join(notes)
+        newest = len({submissions.normal(Path(o[2]["file_id"]).stem) for o in options}) == 1
         for _, older, _ in others_:
             found.why_unused[origin.get(older.filename, older.filename)] = (
-                f"{'not graded' if why else 'an older upload'}: {student}'s {'chosen' if why else 'newest'},"
-                f" {where}, is graded")
+                f"an older upload: {student}'s newest, {where}, is graded" if newest
+                else f"not graded: {student}'s {where} is graded")
         found.entries.append(entry)
         chosen[(student, target)] = member
     for (student, target), (member, parsed, elsewhere) in sorted(foreign.items(), key=lambda kv: kv[0]):
@@ -345,7 +348,7 @@ def _choose(options: list, target: str, contents: dict) -> tuple:
         if work and pick not in work:
             return pick, (f"graded {file(pick)}, the newest upload, which is blank as released; an older one,"
                           f" {file(work[-1])}, holds work (pm-course collect --choose grades it)"), rest
-        return pick, "", rest
+        return pick, f"graded {file(pick)}, the newest upload ({', '.join(map(file, rest))}: older)", rest
     if len(family(work)) > 1:
         return None, TWO, options  # copying.ipynb and "Copy of copying.ipynb", both with answers
     pick = work[-1]

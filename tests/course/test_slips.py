@@ -280,8 +280,8 @@ def test_a_download_of_unusual_hand_ins_grades_what_each_student_ran(tmp_path, t
         "link": ("could not be graded", ""), "twozips": ("could not be graded", ""),
         "none": ("not submitted", "")}, got
     assert "cell 'proj' was there 2 times: graded the one executed last (execution count 9)" in got["dup"]["reason"]
-    assert "graded Copy of subspace.ipynb, not subspace.ipynb (the blank notebook as released)" \
-        in got["twonb"]["reason"], got["twonb"]
+    assert "graded Copy of subspace.ipynb as 03_subspace/subspace.ipynb, not subspace.ipynb (the blank notebook as" \
+        " released)" in got["twonb"]["reason"], got["twonb"]
     assert "unpacked subspace.ipynb from zipped_204_9204_subspace.zip" in got["zipped"]["reason"], got["zipped"]
     assert "its saved outputs were stripped before grading (the notebook is 52 MB, over the 50 MB limit" \
         in got["big"]["reason"], got["big"]
@@ -365,3 +365,30 @@ def test_points_moved_in_the_source_send_reviews_back_naming_the_source_not_the_
     earlier = nbformat.reads(written("x"), as_version=4)
     assert repair.repair(nb, ref, A, [earlier]) == [
         f"the nbgrader metadata of answer cell '{CELL}' was changed: put back"]
+
+
+def test_two_notebooks_the_one_with_work_or_the_newer_upload_both_named(tmp_path, monkeypatch, two_assignments):
+    from pm_course import collect
+
+    monkeypatch.setenv("PM_EXERCISES", str(two_assignments))
+    finished, rewritten = with_cells(B, lambda nb: None), with_cells(B, rewritten_below)
+    download = _zip(tmp_path / "two.zip", [
+        ("ann_301_9301_subspace.ipynb", finished, MARCH),          # uploaded again: -1 is the newer
+        ("ann_301_9301_subspace-1.ipynb", rewritten, MARCH),
+        ("bo_302_9302_subspace.ipynb", finished, MARCH),           # the newer upload is the blank release
+        ("bo_302_9302_subspace-1.ipynb", blank(B), MARCH),
+        ("cy_303_9303_Copy of subspace.ipynb", finished, MARCH),   # a blank beside the finished copy
+        ("cy_303_9303_subspace.ipynb", blank(B), MARCH)])
+    found, chosen = collect.from_zip(download, "canvas", B, {})
+    by = {e.student: e for e in found.entries}
+    assert chosen[("ann_301", B)].filename == "ann_301_9301_subspace-1.ipynb"
+    assert by["ann_301"].reason == ("graded subspace-1.ipynb as 03_subspace/subspace.ipynb, the newest upload"
+                                    " (subspace.ipynb: older)")
+    assert by["bo_302"].reason == ("graded subspace-1.ipynb as 03_subspace/subspace.ipynb, the newest upload, which"
+                                   " is blank as released; an older one, subspace.ipynb, holds work (pm-course"
+                                   " collect --choose grades it)")
+    assert chosen[("cy_303", B)].filename == "cy_303_9303_Copy of subspace.ipynb"
+    assert by["cy_303"].reason == ("graded Copy of subspace.ipynb as 03_subspace/subspace.ipynb, not subspace.ipynb"
+                                   " (the blank notebook as released)")
+    assert found.why_unused["cy_303_9303_subspace.ipynb"] == \
+        "not graded: cy_303's cy_303_9303_Copy of subspace.ipynb is graded"
