@@ -77,6 +77,25 @@ def stale() -> list[str]:
     return out
 
 
+EARLIER = COURSE / "release-history"  # each student version released before, by its source's hash
+
+
+def _keep_earlier_release(name: str) -> None:
+    """Keep the student version about to be replaced: what students of an earlier release were given.
+
+    Grading tells an instructor's change of the source (points moved on a cell) from a student's edit of
+    the notebook by these (:mod:`pm_course.repair`).
+    """
+    import shutil
+
+    stamp = COURSE / "release" / name / STAMP
+    notebook = COURSE / "release" / name / course.expected_notebooks()[name]
+    if stamp.is_file() and notebook.is_file():
+        dest = EARLIER / name / f"{stamp.read_text().strip()[:16]}.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(notebook, dest)
+
+
 def assignments(names: list[str] | None = None) -> None:
     """Check every assignment's test cells, then release ``names`` (default: all) with nbgrader.
 
@@ -96,6 +115,7 @@ def assignments(names: list[str] | None = None) -> None:
                           " its own function (see pm_course/isolate.py):\n  " + "\n  ".join(problems))
     for name in assignment_names() if names is None else names:
         digest = source_hash(name)  # of the source as it is now, before nbgrader reads it
+        _keep_earlier_release(name)
         step("generate_assignment", name, force=True)
         (COURSE / "release" / name / STAMP).write_text(digest + "\n")
     print(f"Student versions: {COURSE / 'release'}")

@@ -3,6 +3,7 @@
     pm-course assignments                                   # student versions, in course/release/
     pm-course collect --from canvas submissions.zip --roster gradebook.csv
     pm-course collect --undo                                # put back what the last collect replaced
+    pm-course collect --choose STUDENT ASSIGNMENT FILE      # which of two notebooks handed in is graded
     pm-course grade [--student S] [--assignment A] [--jobs N]
     pm-course review ASSIGNMENT [--apply SHEET]             # score the written answers
     pm-course export --to canvas gradebook.csv              # the file Canvas imports
@@ -154,6 +155,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--undo", action="store_true",
                    help="put back what the last collection replaced (each collection keeps a copy in"
                         " course/history/; what the undone one brought in is kept in course/history/undone/)")
+    p.add_argument("--choose", nargs=3, metavar=("STUDENT", "ASSIGNMENT", "FILE"), default=None,
+                   help="grade FILE, one of the notebooks a student handed in together (collect keeps them in"
+                        " course/history/choices/ and names them where two hold work: 'could not be graded: two"
+                        " notebooks'); --undo puts back what was collected before")
 
     p = sub.add_parser("grade", parents=[wait], help="grade what was collected, each notebook in a sandbox",
                        description="Grade the collected notebooks (each in its own sandboxed kernel), write"
@@ -174,6 +179,10 @@ def parser() -> argparse.ArgumentParser:
                    help="regrade only this assignment (repeat for more)")
     p.add_argument("--jobs", type=int, metavar="N", default=None,
                    help="notebooks graded at once (default: $PM_GRADE_JOBS, else the number of cores)")
+    p.add_argument("--rescale-reviews", action="store_true",
+                   help="where the assignment's source changed a written answer's points since it was reviewed,"
+                        " scale the review to the new points (1.5 of 2 -> 2.25 of 3); default: that review goes"
+                        " back to awaiting review (pm-course review ASSIGNMENT), its reason naming the change")
     p.add_argument("--all", dest="everything", action="store_true",
                    help="regrade every notebook collected (default: only those new or changed since the last"
                         " run, and those of an assignment whose source changed)")
@@ -330,11 +339,17 @@ def _run(args: argparse.Namespace) -> None:
         from .collect import collect
 
         if args.undo:
-            if args.source or args.path or args.roster or args.assignment or args.replace or args.groups:
+            if args.source or args.path or args.roster or args.assignment or args.replace or args.groups or args.choose:
                 parser().error("collect --undo takes no other argument (it undoes the last collection)")
             from .history import undo
 
             print(undo())
+        elif args.choose:
+            if args.source or args.path or args.roster or args.assignment or args.replace:
+                parser().error("collect --choose STUDENT ASSIGNMENT FILE takes no other argument")
+            from .collect import choose
+
+            choose(*args.choose)
         elif args.source is None or args.path is None:
             parser().error("collect: --from and PATH are required (or --undo)")
         else:
@@ -348,7 +363,7 @@ def _run(args: argparse.Namespace) -> None:
 
             collect("folder", args.submissions.resolve())
         grade(None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
-              everything=args.everything)
+              everything=args.everything, rescale_reviews=args.rescale_reviews)
     elif args.command == "export":
         from .export import Late, export
         from .reviews import sync

@@ -59,7 +59,9 @@ from .submissions import FAILED, GRADED, MISSING, Class, Entry
 SOURCES = ("folder", "canvas", "moodle")
 MANIFEST = submissions.MANIFEST_FILE  # the manifest, kept with the state (:mod:`pm_course.submissions`)
 SOURCES_SEEN = submissions.SOURCES_SEEN  # the folders the grader hides from student code
-MAX_BYTES = 50 * 2**20  # a notebook larger than this is listed, not read
+MAX_BYTES = 50 * 2**20  # a notebook larger than this is graded with its saved outputs stripped
+MAX_READ = 20 * MAX_BYTES  # a file larger than this is listed, not read (a zip bomb's share of memory)
+LINK = re.compile(r"https?://[^\s\"'<>]+")  # a link handed in for the notebook (a .url, .webloc, .txt)
 
 
 def file_name_fields(regexp: str, name: str) -> dict | None:
@@ -114,7 +116,8 @@ def safe_members(zip_path: Path) -> list[zipfile.ZipInfo]:
 def read_zip(zip_path: Path) -> dict[str, bytes]:
     """Every file of a zip read in full (CRC checked), by name: a damaged one stops the collection.
 
-    Files larger than :data:`MAX_BYTES` are left out (they are listed, not read).
+    Files larger than :data:`MAX_READ` are left out (they are listed, not read); a notebook larger than
+    :data:`MAX_BYTES` is read, and graded without its saved outputs (:func:`_prepare`).
 
     Raises
     ------
@@ -127,7 +130,7 @@ def read_zip(zip_path: Path) -> dict[str, bytes]:
     contents = {}
     with zipfile.ZipFile(zip_path) as archive:
         for member in members:
-            if member.file_size > MAX_BYTES:
+            if member.file_size > MAX_READ:
                 continue
             try:
                 contents[member.filename] = archive.read(member)
@@ -226,9 +229,15 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     contents = read_zip(zip_path) if contents is None else contents
     if source == "canvas":
         _refuse_anonymous(zip_path)
+    origin = {}  # a notebook unpacked from a student's zip -> that zip's name in the download
     for member in safe_members(zip_path):
         name = member.filename
         parsed = file_name_fields(regexp, name)
+        if parsed is None and Path(name).suffix.lower() == ".zip" and re.match(regexp, name):
+            inner = _one_notebook(contents.get(name))  # a zip holding exactly the notebook: unpacked
+            if isinstance(inner, tuple):
+                parsed = {**re.match(regexp, name).groupdict(), "file_id": inner[0]}
+                member, name = _unpacked(member, inner, contents, origin)
         if parsed is None:
             found.why_unused[name] = (f"not a notebook ({Path(name).suffix or 'no extension'})"
                                       if Path(name).suffix != ".ipynb" else f"not named the way {source.title()} names submissions")
@@ -237,8 +246,8 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
                 others.setdefault(other["student_id"], []).append((member, other.groupdict()))
             continue
         original = Path(parsed["file_id"]).name
-        if member.file_size > MAX_BYTES:
-            found.why_unused[name] = f"larger than {MAX_BYTES // 2**20} MB"
+        if member.file_size > MAX_READ:
+            found.why_unused[name] = f"larger than {MAX_READ // 2**20} MB: not read"
             continue
         by_name = by_stem.get(submissions.normal(Path(original).stem))
         by_cells = owner(contents.get(name))
@@ -254,6 +263,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
             found.why_unused[name] = (f"{elsewhere}'s notebook (its graded cells are {elsewhere}'s), not"
                                       f" {target}'s")
             found.foreign[name] = elsewhere
+            found.foreign_students[(student, target)] = elsewhere
             foreign.setdefault((student, target), (member, parsed, elsewhere))
             continue
         if by_name and by_name != target and not assignment:
@@ -265,18 +275,44 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     chosen = {}
     for (student, target), options in sorted(candidates.items()):
         options.sort(key=lambda o: o[0])
-        key, member, parsed = options[-1]
+        pick, why, others_ = _choose(options, target, contents)
+        if len(options) > 1:  # what collect --choose may grade in place of the one picked here
+            found.choices[(student, target)] = {Path(o[2]["file_id"]).name: (
+                origin.get(o[1].filename, o[1].filename), contents.get(o[1].filename)) for o in options}
+        key, member, parsed = pick or options[-1]
         original = Path(parsed["file_id"]).name
+        where = origin.get(member.filename, member.filename)
         # never the zip entry's date: an LMS dates every entry when the zip is made (Moodle's real time
         # comes from its worksheet, :func:`_add_roster`; Canvas's download has none)
         entry = Entry(student, target, name=(parsed.get("full_name") or parsed.get("last_first") or "").strip(),
-                      lms=source, lms_id=parsed["student_id"], late=bool(parsed.get("late")),
-                      source=member.filename)
+                      lms=source, lms_id=parsed["student_id"], late=bool(parsed.get("late")), source=where)
+        if why == TWO:  # both hold work: the instructor chooses (collect --choose), nothing is guessed
+            names = sorted(Path(o[2]["file_id"]).name for o in options)
+            entry.status = FAILED
+            entry.reason = (f"two notebooks, {' and '.join(names)}, both hold work: choose the"
+                            f" one to grade with pm-course collect --choose {student} {target} FILE (FILE one of"
+                            f" {', '.join(names)})")
+            for _, other, _ in options:
+                found.why_unused[origin.get(other.filename, other.filename)] = (
+                    f"one of two notebooks of {student} that both hold work (pm-course collect --choose)")
+            found.entries.append(entry)
+            continue
+        notes = []
+        if where != member.filename:
+            notes.append(f"unpacked {original} from {Path(where).name}")
         if original != expected[target]:
-            entry.reason = f"graded {original} as {target}/{expected[target]}"
-            found.warnings.append(f"{student}/{target}: grading {member.filename} as {target}/{expected[target]}")
-        for _, older, _ in options[:-1]:
-            found.why_unused[older.filename] = f"an older upload: {student}'s newest, {member.filename}, is graded"
+            notes.append(f"graded {original} as {target}/{expected[target]}")
+            found.warnings.append(f"{student}/{target}: grading {where} as {target}/{expected[target]}")
+        if why and notes and notes[-1].startswith(f"graded {original} as ") and why.startswith(f"graded {original}"):
+            notes[-1] += why[len(f"graded {original}"):]  # one sentence: what was graded, as what, and not what
+        elif why:
+            notes.append(why)
+        entry.reason = "; ".join(notes)
+        newest = len({submissions.normal(Path(o[2]["file_id"]).stem) for o in options}) == 1
+        for _, older, _ in others_:
+            found.why_unused[origin.get(older.filename, older.filename)] = (
+                f"an older upload: {student}'s newest, {where}, is graded" if newest
+                else f"not graded: {student}'s {where} is graded")
         found.entries.append(entry)
         chosen[(student, target)] = member
     for (student, target), (member, parsed, elsewhere) in sorted(foreign.items(), key=lambda kv: kv[0]):
@@ -287,13 +323,140 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
                 late=bool(parsed.get("late")), source=member.filename,
                 reason=f"submitted {elsewhere}'s notebook ({Path(parsed['file_id']).name}), not {target}'s"))
     named = {e.assignment for e in found.entries}
-    _other_files(found, others, assignment or (named.pop() if len(named) == 1 else None), ids, source)
+    _other_files(found, others, assignment or (named.pop() if len(named) == 1 else None), ids, source, contents)
     return found, chosen
 
 
-def _other_files(found: Class, others: dict, assignment: str | None, ids: dict, source: str) -> None:
-    """A student who handed in files but no notebook: "not submitted", naming what they handed in instead
-    (so that the student reads "you submitted report.pdf, not a notebook", not "no notebook was submitted")."""
+TWO = "two notebooks"  # what :func:`_choose` says when two notebooks of one submission both hold work
+
+
+def _choose(options: list, target: str, contents: dict) -> tuple:
+    """Which of a student's notebooks for ``target`` is graded: (the option, why, the others).
+
+    ``options`` are sorted oldest first. Re-uploads of one name (Canvas's
+    ``-N``, a browser's ``(N)``): the newest, as always (``why`` is "" unless
+    an older one holds work and the newest is blank: then it says so, and
+    ``collect --choose`` grades the older). Notebooks of different names (a
+    blank ``copying.ipynb`` beside the finished ``Copy of copying.ipynb``):
+    the one that is not the blank release, both named in ``why``; when two
+    of different names hold work, none: ``why`` is :data:`TWO` (the
+    instructor chooses).
+    """
+    if len(options) == 1:
+        return options[0], "", []
+    file = lambda o: Path(o[2]["file_id"]).name  # noqa: E731
+    family = lambda opts: {submissions.normal(Path(file(o)).stem) for o in opts}  # noqa: E731
+    work = [o for o in options if holds_work(contents.get(o[1].filename), target)]
+    if len(family(options)) == 1 or not work:  # one name uploaded again (or nothing but blanks): the newest
+        pick, rest = options[-1], options[:-1]
+        if work and pick not in work:
+            return pick, (f"graded {file(pick)}, the newest upload, which is blank as released; an older one,"
+                          f" {file(work[-1])}, holds work (pm-course collect --choose grades it)"), rest
+        return pick, f"graded {file(pick)}, the newest upload ({', '.join(map(file, rest))}: older)", rest
+    if len(family(work)) > 1:
+        return None, TWO, options  # copying.ipynb and "Copy of copying.ipynb", both with answers
+    pick = work[-1]
+    rest = [o for o in options if o is not pick]
+    blank = [file(o) for o in rest if o not in work]
+    older = [file(o) for o in rest if o in work]
+    why = f"graded {file(pick)}" + (f", not {', '.join(blank)} (the blank notebook as released)" if blank else "") \
+        + (f"; {', '.join(older)}: an older upload" if older else "")
+    return pick, why, rest
+
+
+def holds_work(data: bytes | None, assignment: str) -> bool:
+    """Whether a notebook holds anything the student wrote: a cell that is not the assignment's blank release.
+
+    Compared by the cells' text (whitespace aside; outputs, metadata and ids never count): a cell is the
+    release's when its text is one of the student version's cells, or a solution cell left as released
+    (``raise NotImplementedError()``, "YOUR ANSWER HERE"). Unreadable: True (never dropped as blank).
+    """
+    try:
+        cells = json.loads(data or b"")["cells"]
+        texts = {_plain("".join(c["source"]) if isinstance(c["source"], list) else c["source"]) for c in cells}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return True
+    return bool(texts - _released_texts(assignment) - {""})
+
+
+STUB_LINES = re.compile(r"^\s*(# YOUR CODE HERE|raise NotImplementedError\(\)|YOUR ANSWER HERE)\s*$", re.M)
+HIDDEN_TESTS = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
+
+
+def _plain(text: str) -> str:
+    """A cell's text as :func:`holds_work` compares it: no stub lines, no hidden tests, spaces collapsed."""
+    return " ".join(STUB_LINES.sub("", HIDDEN_TESTS.sub("", text)).split())
+
+
+@functools.cache
+def _released_texts(assignment: str) -> frozenset:
+    """Every cell text of the assignment's student version (solutions and hidden tests out), as :func:`_plain`."""
+    from .reviews import SOLUTION
+
+    released = COURSE / "release" / assignment / expected_notebooks()[assignment]  # nbgrader's own, if made
+    out = set()
+    for path in (source_notebook(assignment), released):
+        if path.is_file():
+            for cell in json.loads(path.read_bytes())["cells"]:
+                text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                out.add(_plain(SOLUTION.sub("", HIDDEN_TESTS.sub("", text))))
+    return frozenset(out)
+
+
+def _one_notebook(data: bytes | None):
+    """The one notebook a student's zip holds: (its name, its bytes); else why not (a sentence)."""
+    import io
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data or b"")) as inner:
+            notebooks = [m for m in inner.infolist() if not m.is_dir() and m.filename.lower().endswith(".ipynb")
+                         and not submissions._ignored(Path(m.filename)) and "__MACOSX" not in m.filename
+                         and not PurePosixPath(m.filename).name.startswith("._")]
+            if len(notebooks) != 1 or notebooks[0].file_size > MAX_READ:
+                names = ", ".join(PurePosixPath(m.filename).name for m in notebooks[:4])
+                return f"a zip holding {len(notebooks)} notebooks{f' ({names})' if names else ''}, not one"
+            return PurePosixPath(notebooks[0].filename).name, inner.read(notebooks[0])
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as err:
+        return f"a damaged zip ({type(err).__name__})"
+
+
+def _unpacked(member, inner: tuple, contents: dict, origin: dict):
+    """The notebook of a student's zip as if it were the download's own file: (its member, its name)."""
+    name = f"{member.filename}/{inner[0]}"
+    info = zipfile.ZipInfo(name, date_time=member.date_time)
+    info.file_size = len(inner[1])
+    contents[name] = inner[1]
+    origin[name] = member.filename
+    return info, name
+
+
+def _cannot_be_graded(names: list[str], files: list, contents: dict, assignment: str) -> str:
+    """Why what a student handed in in place of the notebook cannot be graded (what they read, in grades.csv)."""
+    notebook = expected_notebooks()[assignment]
+    for (member, parsed) in files:
+        data = contents.get(member.filename) or b""
+        suffix = Path(member.filename).suffix.lower()
+        link = LINK.search(data[:100_000].decode("utf-8", "replace")) if suffix in (
+            ".url", ".webloc", ".txt", ".html", ".htm", ".desktop", "") else None
+        if link:
+            return (f"submitted a link ({link.group(0)[:120]}) in {Path(parsed['file_id']).name}, not the notebook:"
+                    f" a link cannot be graded (what it points to can change after the deadline); submit {notebook}"
+                    " (in Colab: File > Download > Download .ipynb)")
+        if suffix == ".py":
+            return (f"submitted {Path(parsed['file_id']).name}, a Python script, not the notebook: it cannot be"
+                    f" graded; submit {notebook} (Jupyter: File > Download)")
+        if suffix == ".zip":
+            why = _one_notebook(data)
+            if isinstance(why, str):
+                return f"submitted {Path(parsed['file_id']).name}, {why}: it cannot be graded; submit {notebook}"
+    return f"submitted {', '.join(names)}, not a notebook: it cannot be graded; submit {notebook}"
+
+
+def _other_files(found: Class, others: dict, assignment: str | None, ids: dict, source: str,
+                 contents: dict | None = None) -> None:
+    """A student who handed in files but no notebook: "could not be graded", naming what they handed in
+    instead and why it cannot be graded (a script, a link, a zip of several notebooks, a PDF), so that the
+    student reads "you submitted report.pdf, not a notebook", not "no notebook was submitted"."""
     if assignment is None:
         return
     have = {e.lms_id for e in found.entries if e.assignment == assignment}
@@ -302,39 +465,55 @@ def _other_files(found: Class, others: dict, assignment: str | None, ids: dict, 
             continue
         member, parsed = max(files, key=lambda f: f[0].date_time)
         display = parsed.get("last_first") or parsed.get("full_name") or ""
-        names = ", ".join(sorted({Path(p["file_id"]).name for _, p in files}))
+        names = sorted({Path(p["file_id"]).name for _, p in files})
         found.entries.append(Entry(ids.setdefault(lms_id, lms.student_id(display, lms_id)), assignment,
-                                   status=MISSING, reason=f"submitted {names}, not a notebook",
+                                   status=FAILED, reason=_cannot_be_graded(names, files, contents or {}, assignment),
                                    name=display.strip(), lms=source, lms_id=lms_id,
                                    late=bool(parsed.get("late")), source=member.filename))
 
 
 def _read_notebook(data: bytes | Path):
-    """The notebook in ``data``, with duplicated graded cells dropped; (notebook, dropped ids) or (None, why)."""
+    """The notebook in ``data``, each graded cell once; (notebook, notes) or (None, why).
+
+    A graded cell that is there more than once is kept as the copy the
+    student executed last (:func:`pm_course.submissions.drop_duplicate_cells`);
+    a notebook larger than :data:`MAX_BYTES` loses its saved outputs (the
+    grader runs the code again: outputs never change a grade). Each is a note.
+    """
     import nbformat
 
     try:
-        text = data.read_text(encoding="utf-8") if isinstance(data, Path) else data.decode("utf-8")
-        nb = nbformat.reads(text, as_version=4)
+        raw = data.read_bytes() if isinstance(data, Path) else data
+        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
     except Exception as err:  # noqa: BLE001 -- any unreadable file
         return None, f"not a notebook ({type(err).__name__}: {err})"[:200]
-    return nb, submissions.drop_duplicate_cells(nb)
+    notes = submissions.drop_duplicate_cells(nb)
+    if len(raw) > MAX_BYTES:
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        notes.append(f"its saved outputs were stripped before grading (the notebook is {len(raw) / 2**20:.0f} MB,"
+                     f" over the {MAX_BYTES // 2**20} MB limit; the grader runs the code again: outputs never"
+                     " change a grade)")
+    return nb, notes
 
 
 def _prepare(found: Class, data: dict) -> dict:
-    """Read every notebook to be stored before anything is written: (notebook, dropped ids) by (student, assignment).
+    """Read every notebook to be stored before anything is written: (notebook, notes) by (student, assignment).
 
-    A file that is no notebook makes its entry "could not be graded", with the reason.
+    A file that is no notebook makes its entry "could not be graded", with the reason; what reading
+    changed (a duplicated cell, outputs stripped) is added to the entry's reason.
     """
     ready = {}
     for entry in found.entries:
         key = (entry.student, entry.assignment)
         if entry.status == GRADED and key in data:
-            nb, dropped = _read_notebook(data[key])
+            nb, notes = _read_notebook(data[key])
             if nb is None:
-                entry.status, entry.reason = FAILED, dropped
+                entry.status, entry.reason = FAILED, notes
             else:
-                ready[key] = (nb, dropped)
+                ready[key] = (nb, notes)
+                entry.reason = "; ".join(r for r in (entry.reason, *notes) if r)
     return ready
 
 
@@ -345,11 +524,13 @@ def _mark_foreign(found: Class, path: Path) -> None:
         if other:
             rel = str(entry.file.relative_to(path))
             found.foreign[rel] = other
+            found.foreign_students[(entry.student, entry.assignment)] = other
             entry.status, entry.file = FAILED, None
             entry.reason = f"submitted {other}'s notebook ({rel}), not {entry.assignment}'s"
 
 
-def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old: list, path: Path) -> None:
+def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old: list, path: Path,
+                        source: str = "folder") -> None:
     """Stop (changing nothing) a collection that would replace collected work with another assignment's or nothing."""
     what = ", ".join(sorted(covered))
     had = sum(1 for e in old if e.assignment in covered and e.status == GRADED)
@@ -362,6 +543,25 @@ def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old
             f" {', '.join(files[:3])}{f' and {len(files) - 3} more' if len(files) > 3 else ''}"
             f"{losing and losing + ' notebooks of another assignment'}. Collect it with --assignment {others[0]}."
             " Nothing was changed.")
+    for target in sorted(covered):  # mostly another assignment's: a slip of --assignment, not students' mistakes
+        own = sorted(s for (s, a) in ready if a == target and owner(data[(s, a)]) == target)
+        strays = {s: other for (s, a), other in found.foreign_students.items() if a == target and s not in own}
+        if not strays or len(strays) <= len(own):
+            continue
+        counts: dict[str, int] = {}
+        for other in strays.values():
+            counts[other] = counts.get(other, 0) + 1
+        other = max(counts, key=lambda a: (counts[a], a))
+        had_target = sum(1 for e in old if e.assignment == target and e.status == GRADED)
+        instead = f"pm-course collect --from {source} {path} --assignment {other}" if source != "folder" else None
+        raise CourseError(
+            f"{path}: refused: most of its notebooks are another assignment's: {len(strays)} of"
+            f" {len(strays) + len(own)} students' are {other}'s (by their graded cells, whatever their file names),"
+            f" {len(own)} {target}'s ({', '.join(own) or 'none'}). Collected as {target}, it would mark"
+            f" {len(strays)} student(s) 'could not be graded'"
+            f"{f' and replace {had_target} notebook(s) already collected for {target}' if had_target else ''}."
+            f" Nothing was changed."
+            + (f" If it is {other}'s download, run instead: {instead}" if instead else ""))
     if not ready:
         seen = sorted(found.why_unused)
         listed = (f"its files: {', '.join(f'{n} ({found.why_unused[n]})' for n in seen[:5])}"
@@ -370,7 +570,7 @@ def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old
                           f"{losing and losing + ' nothing'}. Nothing was changed.")
 
 
-def _store(entry: Entry, data: bytes | Path, nb, dropped: list[str]) -> None:
+def _store(entry: Entry, data: bytes | Path, nb, notes: list[str]) -> None:
     """Copy an entry's notebook to nbgrader's submitted folder (only nbgrader's copy loses duplicated cells)."""
     import nbformat
 
@@ -379,9 +579,9 @@ def _store(entry: Entry, data: bytes | Path, nb, dropped: list[str]) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     name = expected_notebooks()[entry.assignment]
-    for gid in dropped:
-        print(f"  {entry.student}/{entry.assignment}: dropped a duplicate of cell {gid!r} in {name}")
-    if dropped or not isinstance(data, Path):
+    for note in notes:
+        print(f"  {entry.student}/{entry.assignment}: {name}: {note}")
+    if notes or not isinstance(data, Path):
         nbformat.write(nb, dest / name)
     else:
         shutil.copy(data, dest / name)  # copied, never moved
@@ -457,10 +657,11 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     if source == "folder":
         _mark_foreign(found, path)
     ready = _prepare(found, data)
-    _refuse_losing_work(found, ready, data, covered, old, path)
+    _refuse_losing_work(found, ready, data, covered, old, path, source)
     command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "") \
         + (" --replace" if replace else "")
     kept = history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
+    _keep_choices(found)
     for entry in found.entries:
         if (entry.student, entry.assignment) in ready:
             _store(entry, data[(entry.student, entry.assignment)], *ready[(entry.student, entry.assignment)])
@@ -564,6 +765,58 @@ def _group_work(found: Class, members: dict, groups: lms.Groups | None, people: 
             others.append(student)
         found.warnings.append(f"{group}: {entry.student}'s upload is the group's work, graded for each member"
                               f" ({', '.join([entry.student, *others])})")
+
+
+CHOICES = history.HISTORY / "choices"  # the notebooks a student handed in together, for collect --choose
+
+
+def _keep_choices(found: Class) -> None:
+    """Keep each student's notebooks handed in together (``course/history/choices/<student>/<assignment>/``)."""
+    for (student, assignment), files in found.choices.items():
+        dest = CHOICES / student / assignment
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        index = {}
+        for i, (name, (where, data)) in enumerate(sorted(files.items())):
+            if data is not None:
+                (dest / f"{i}.ipynb").write_bytes(data)
+                index[name] = {"file": f"{i}.ipynb", "source": where}
+        state.write_text(dest / "choices.json", json.dumps(index, indent=1, sort_keys=True) + "\n")
+
+
+def choose(student: str, assignment: str, name: str) -> Entry:
+    """Grade ``name``, one of the notebooks ``student`` handed in together for ``assignment`` (``collect --choose``).
+
+    Kept by :func:`_keep_choices` when the collection found several; what is
+    collected now is kept in the history first (``collect --undo`` puts it back).
+
+    Raises
+    ------
+    CourseError
+        When the student handed in no such notebook for the assignment (naming those there are).
+    """
+    entries = submissions.read_manifest(MANIFEST)
+    entry = next((e for e in entries if (e.student, e.assignment) == (student, assignment)), None)
+    folder = CHOICES / student / assignment
+    index = json.loads((folder / "choices.json").read_text()) if (folder / "choices.json").is_file() else {}
+    if entry is None or not index:
+        raise CourseError(f"collect --choose {student} {assignment}: {student} handed in no two notebooks for"
+                          f" {assignment} in the last collection (nothing to choose from); nothing was changed")
+    if name not in index:
+        raise CourseError(f"collect --choose {student} {assignment} {name!r}: not one of the notebooks handed in"
+                          f" ({', '.join(sorted(index))}); nothing was changed")
+    nb, notes = _read_notebook(folder / index[name]["file"])
+    if nb is None:
+        raise CourseError(f"collect --choose: {name} cannot be graded: {notes}; nothing was changed")
+    kept = history.save({assignment}, f"pm-course collect --choose {student} {assignment} {name}")
+    entry.status, entry.source = GRADED, index[name]["source"]
+    others = ", ".join(sorted(n for n in index if n != name))
+    entry.reason = "; ".join([f"graded {name}, chosen by the instructor (handed in with {others})", *notes])
+    _store(entry, folder / index[name]["file"], nb, notes)
+    submissions.write_manifest(entries, MANIFEST)
+    print(f"{student}/{assignment}: {name} will be graded (pm-course grade); what was collected before is kept"
+          f" in {kept} (pm-course collect --undo puts it back).")
+    return entry
 
 
 def _no_one_shared(found: Class, people: list, old: list, source: str, path: Path) -> None:

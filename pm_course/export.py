@@ -279,6 +279,12 @@ def comment(entry, final: float | None, note: str) -> str:
             return (f"{entry.assignment}: you submitted {other.group(1)}, not a notebook, so nothing could be"
                     f" graded. Submit {notebook}, the .ipynb file Jupyter saves (File > Download).")
         return f"{entry.assignment}: no notebook was submitted."
+    if entry.status == submissions.FAILED and re.match(r"submitted (?!\S+'s notebook)", entry.reason or ""):
+        return f"{entry.assignment}: you {entry.reason}."  # a script, a link, a PDF: what to hand in instead
+    if entry.status == submissions.FAILED and (entry.reason or "").startswith("two notebooks"):
+        both = re.match(r"two notebooks, (.+?), both hold work", entry.reason)
+        return (f"{entry.assignment}: you handed in two notebooks{f', {both.group(1)},' if both else ''} that both"
+                " hold work; your instructor will choose the one to grade.")
     if entry.status != GRADED:
         why = entry.reason or "the grader could not run it"
         if why.startswith("not a notebook"):

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from .course import COURSE, expected_notebooks, source_hash
-from .submissions import GRADED, MISSING
+from .submissions import FAILED, GRADED, MISSING
 
 GRADED_HASHES = COURSE / "graded.json"
 SUBMITTED = COURSE / "submitted"
@@ -84,6 +84,11 @@ def stale(rows: dict, manifest: dict) -> dict[tuple[str, str], str]:
         if row.get("status") != GRADED:
             if now is not None and now.status == GRADED and row.get("status") == MISSING:
                 found[key] = "collected since the last grading, not graded yet"
+            elif (now is not None and now.status == GRADED and row.get("status") == FAILED
+                  and hashes.get(f"{student}/{assignment}", {}).get("submission")
+                  != digest(collected(student, assignment))):
+                found[key] = ("its collected notebook is not the one that could not be graded (collected again,"
+                              " or a collection undone): grade again")
             continue
         if now is None or now.status != GRADED or not collected(student, assignment).is_file():
             found[key] = "graded, but no longer collected (an undone or replaced collection): grade again"

@@ -394,15 +394,21 @@ def _digest(entry) -> str:
     return fingerprints.digest(path)
 
 
-def unchanged(entries, before: dict) -> list:
-    """The entries graded before whose notebook and assignment source are the same as then (not to grade again)."""
+def unchanged(entries, before: dict, rows: dict | None = None) -> list:
+    """The entries graded before whose notebook and assignment source are the same as then (not to grade again).
+
+    With ``rows`` (grades.csv's), only those whose row came from grading that notebook: a row that says
+    "not submitted" or another file's "could not be graded" (a slip of collect, undone since) is graded again.
+    """
     sources = {a: source_hash(a) for a in {e.assignment for e in entries}}
     return [e for e in entries if e.status == submissions_mod.GRADED and before.get(f"{e.student}/{e.assignment}")
-            == {"submission": _digest(e), "source": sources[e.assignment]}]
+            == {"submission": _digest(e), "source": sources[e.assignment]}
+            and (rows is None or rows.get((e.student, e.assignment), {}).get("status")
+                 in (submissions_mod.GRADED, submissions_mod.FAILED))]
 
 
 def grade(submissions: Path | None = None, students=None, assignments=None, n_jobs: int | None = None,
-          everything: bool = False) -> None:
+          everything: bool = False, rescale_reviews: bool = False) -> None:
     """Grade what was collected (after collecting ``submissions``, a folder, when given); write grades.csv.
 
     Only what is new or changed since the last run is graded: a notebook is
@@ -420,6 +426,9 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         Notebooks graded at once (default ``$PM_GRADE_JOBS``, else the number of cores).
     everything : bool
         Grade every notebook collected again (``--all``), changed or not.
+    rescale_reviews : bool
+        Where the source changed a written cell's points since its review, scale the review to the new
+        points (``--rescale-reviews``); default: the review goes back to awaiting review.
     """
     from . import sandbox
 
@@ -453,14 +462,14 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     hashes = fingerprints.graded_hashes()
     # only what is new or changed, unless asked for by name (--student, --assignment) or --all
     same = [] if everything or students or assignments else \
-        [e for e in unchanged(chosen, hashes) if (e.student, e.assignment) in before]
+        [e for e in unchanged(chosen, hashes, before) if (e.student, e.assignment) in before]
     if same:  # kept as they were graded: their rows below come from grades.csv
         skip = {id(e) for e in same}
         chosen = [e for e in chosen if id(e) not in skip]
         regrade -= {(e.student, e.assignment) for e in same}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
     interrupted = _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
-    _keep_reviews(todo)
+    _keep_reviews(todo, rescale_reviews)
     _read_scores(chosen)
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
     unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
@@ -472,6 +481,9 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
             hashes.pop(key, None)
         else:
             hashes[key] = {"submission": _digest(e), "source": sources[e.assignment]}
+    for e in chosen:  # no notebook graded now (not submitted, another assignment's file): the row no longer
+        if e.status in (submissions_mod.MISSING, submissions_mod.FAILED) and e not in todo:  # says what any
+            hashes.pop(f"{e.student}/{e.assignment}", None)  # notebook scored; one put back is graded again
     _explain_lost_points(chosen)
     rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
             **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},
@@ -522,9 +534,10 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
                           f" {len(unfinished)} not graded yet: run pm-course grade to grade them.")
 
 
-def _keep_reviews(todo) -> None:
-    """Written answers: a review stands while its answer is unchanged; a changed answer awaits review again."""
-    reviews.after_grading(todo)
+def _keep_reviews(todo, rescale: bool = False) -> None:
+    """Written answers: a review stands while its answer and its points are unchanged; a changed answer awaits
+    review again, and so does one whose points the source changed (rescaled instead with ``rescale``)."""
+    reviews.after_grading(todo, rescale=rescale)
 
 
 def _written_totals(rows: dict) -> None:

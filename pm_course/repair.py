@@ -91,7 +91,7 @@ def _what(cell) -> str:
     return f"cell {meta['grade_id']!r}"
 
 
-def repair(nb, reference, assignment: str = "the assignment") -> list[str]:
+def repair(nb, reference, assignment: str = "the assignment", earlier=()) -> list[str]:
     """Match ``nb``'s cells back to ``reference`` (the student version); change ``nb`` in place.
 
     Parameters
@@ -103,6 +103,10 @@ def repair(nb, reference, assignment: str = "the assignment") -> list[str]:
         sources, hidden tests excluded).
     assignment : str
         Its name, for the messages.
+    earlier : sequence of NotebookNode
+        The student versions released before ``reference`` (:data:`pm_course.assignments.EARLIER`): a
+        cell whose metadata is one of theirs was changed by the instructor, not the student, and is
+        noted as the source's change ("the source's points for 'why' changed from 2 to 3").
 
     Returns
     -------
@@ -146,15 +150,26 @@ def repair(nb, reference, assignment: str = "the assignment") -> list[str]:
               f" {_meta(c).get('points', 0):g} points" for c in ref
               if _meta(c).get("solution") and _meta(c).get("grade") and c.cell_type == "markdown" and _gid(c) not in have]
     by_id = {_gid(c): c for c in ref}
+    released = [{_gid(c): _meta(c) for c in e.cells if _gid(c)} for e in earlier]
     for cell in nb.cells:
         gid = _gid(cell)
         if gid in by_id and any(_meta(cell).get(k) != _meta(by_id[gid]).get(k) for k in KEYS):
-            if is_test(by_id[gid]) or _meta(by_id[gid]).get("grade"):
+            was = next((r[gid] for r in released if gid in r and all(
+                _meta(cell).get(k) == r[gid].get(k) for k in KEYS)), None)
+            if was is not None:  # as an earlier release had it: the instructor changed the source since
+                old, new = was.get("points"), _meta(by_id[gid]).get("points")
+                if old != new and (old is not None or new is not None):
+                    notes.append(f"the source's points for {gid!r} changed from {_pts(old)} to {_pts(new)}")
+            elif is_test(by_id[gid]) or _meta(by_id[gid]).get("grade"):
                 notes.append(f"the nbgrader metadata of {_what(by_id[gid])} was changed: put back")
             cell.metadata["nbgrader"] = copy.deepcopy(_meta(by_id[gid]))
         if gid in by_id and is_test(by_id[gid]) and _text(cell.source) != _text(by_id[gid].source):
             notes.append(f"{_what(by_id[gid])} was edited: graded as {assignment} has it")
     return notes
+
+
+def _pts(points) -> str:
+    return f"{float(points or 0):g}"
 
 
 def _match(nb, reference, missing: list) -> list:
@@ -244,6 +259,15 @@ def _reference(assignment: str, notebook: str):
     return _read_reference(path, path.stat().st_mtime_ns)
 
 
+def _earlier(assignment: str) -> list:
+    """The student versions of ``assignment`` released before the current one (newest first)."""
+    from .assignments import EARLIER
+
+    paths = sorted((EARLIER / assignment).glob("*.ipynb"), key=lambda p: p.stat().st_mtime_ns, reverse=True) \
+        if (EARLIER / assignment).is_dir() else []
+    return [_read_reference(p, p.stat().st_mtime_ns) for p in paths]
+
+
 @functools.lru_cache(maxsize=32)
 def _read_reference(path, mtime_ns: int):
     nb = nbformat.read(path, as_version=4)
@@ -263,7 +287,8 @@ class RestoreCells(Preprocessor):
         NOTES.pop(key, None)
         FAILURES.pop(key, None)
         try:
-            NOTES[key] = repair(nb, _reference(info["assignment"], info["notebook"]), info["assignment"])
+            NOTES[key] = repair(nb, _reference(info["assignment"], info["notebook"]), info["assignment"],
+                                _earlier(info["assignment"]))
         except Unmatched as err:
             FAILURES[key] = str(err)
             self.log.error("Could not match the notebook to the assignment: %s", err)

@@ -388,6 +388,7 @@ def apply(assignment: str, path: Path) -> int:
         for s, cell, points, _ in todo:
             if s == student:
                 record[cell] = {**record.get(cell, {}), "sha256": digest(now.get(cell, "")),
+                                "points": cells[cell]["points"],  # reviewed out of these: a source change tells
                                 **({"reviewed": points} if points is not None else {})}
         save_answer_record(assignment, student, record)
     scored = sum(t[2] is not None for t in todo)

@@ -203,7 +203,7 @@ def points_text(x: float) -> str:
 
 
 # --- after each grading: keep a review while its answer stands ---------------------------
-def after_grading(entries) -> list[str]:
+def after_grading(entries, rescale: bool = False) -> list[str]:
     """Keep the reviews of unchanged answers and clear those whose answer changed; what was cleared.
 
     Runs after nbgrader's autograde of ``entries`` (those graded, in this
@@ -211,8 +211,14 @@ def after_grading(entries) -> list[str]:
     needing a grade again. Compared with the hash recorded at the last grading,
     an unchanged answer keeps its score (no longer flagged); a changed one
     loses it and awaits review. The feedback pages of those are made again.
+
+    A written cell whose points the instructor changed in the source since
+    its review (the points recorded with it) is the instructor's change, not
+    the student's: its review goes back to awaiting review, or, with
+    ``rescale`` (``pm-course grade --rescale-reviews``), is scaled to the new
+    points (1.5 of 2 becomes 2.25 of 3); the entry's reason names the change.
     """
-    cleared, redo = [], []
+    cleared, redo, rescaled = [], [], []
     by_assignment: dict[str, list] = {}
     for e in entries:
         if e.status == GRADED:
@@ -238,6 +244,31 @@ def after_grading(entries) -> list[str]:
                             # added below it: a person reads it
                             grade.auto_score, grade.needs_manual_grade = None, True
                     now, before = digest(answers[w["cell"]]), record.get(w["cell"], {}).get("sha256")
+                    points = record.get(w["cell"], {}).get("points")  # the cell's points when last graded
+                    if grade.manual_score is not None and (before is None or before == now) \
+                            and points is not None and points != w["points"]:
+                        was, moved = grade.manual_score, (f"the source's points for {w['cell']!r} changed from"
+                                                          f" {points_text(points)} to {points_text(w['points'])}")
+                        if rescale and points:
+                            grade.manual_score = round(was * w["points"] / points, 2)
+                            grade.needs_manual_grade = False
+                            why = (f"{moved}: its review rescaled from {points_text(was)} of {points_text(points)} to"
+                                   f" {points_text(grade.manual_score)} of {points_text(w['points'])}")
+                        else:
+                            comment = gradebook.find_comment(w["cell"], notebook_stem(assignment), assignment, e.student)
+                            record[w["cell"]] = {**record.get(w["cell"], {}), "cleared": {
+                                "points": was, "comment": comment.manual_comment or ""}}
+                            grade.manual_score, comment.manual_comment = None, None
+                            grade.needs_manual_grade = grade.auto_score is None
+                            why = (f"{moved}: its review ({points_text(was)} of {points_text(points)}) awaits review"
+                                   " again")
+                            cleared.append(f"{e.student}/{assignment} {w['cell']} ({why})")
+                        e.reason = e.reason.replace(moved, why) if moved in (e.reason or "") else \
+                            "; ".join(r for r in (e.reason, why) if r)  # repair's note, said in full
+                        rescaled.append(f"{e.student}/{assignment} {w['cell']}")
+                        redo.append(e)
+                        record[w["cell"]] = {**record.get(w["cell"], {}), "sha256": now, "points": w["points"]}
+                        continue
                     if grade.manual_score is not None:
                         if before is not None and before != now:
                             comment = gradebook.find_comment(w["cell"], notebook_stem(assignment), assignment, e.student)
@@ -251,9 +282,12 @@ def after_grading(entries) -> list[str]:
                             redo.append(e)
                             continue
                         grade.needs_manual_grade = False  # the same answer: its review stands
-                    record[w["cell"]] = {**record.get(w["cell"], {}), "sha256": now}
+                    record[w["cell"]] = {**record.get(w["cell"], {}), "sha256": now, "points": w["points"]}
                 save_answer_record(assignment, e.student, record)
             gradebook.db.commit()
+    if rescaled and rescale:
+        print(f"Written answers whose points changed in the source: their reviews rescaled ({len(rescaled)};"
+              " --rescale-reviews)")
     if cleared:
         print(f"Written answers changed since they were reviewed: their points are cleared and they await review"
               f" again ({len(cleared)}; pm-course review ASSIGNMENT):\n  " + "\n  ".join(cleared))

@@ -64,6 +64,8 @@ class Class:
     warnings: list[str] = field(default_factory=list)
     why_unused: dict = field(default_factory=dict)  # a file not used -> why (when it is not the usual reason)
     foreign: dict = field(default_factory=dict)     # a notebook another assignment's cells -> that assignment
+    foreign_students: dict = field(default_factory=dict)  # (student, assignment) sent another's -> that one
+    choices: dict = field(default_factory=dict)     # (student, assignment) -> {file name: download entry}
 
 
 def normal(stem: str) -> str:
@@ -186,17 +188,31 @@ def summary(entries: list[Entry], max_points: dict[str, float]) -> str:
 
 
 def drop_duplicate_cells(nb) -> list[str]:
-    """Keep the first copy of each graded cell (nbgrader rejects a notebook with one twice); the ids dropped.
+    """Keep one copy of each graded cell, the one the student executed last; a sentence per cell kept so.
 
-    A copy-paste accident would otherwise cost the student the whole notebook.
+    nbgrader rejects a notebook with a grade id twice, and a copy-paste
+    accident (or a solution copied and rewritten below the first) must cost
+    nothing: of the copies, the one with the highest ``execution_count`` is
+    graded, else (none was run) the last in the notebook. It takes the place
+    of the first copy, where the assignment has the cell, so that the tests
+    below it run after it.
     """
-    seen, kept, dropped = set(), [], []
-    for cell in nb.cells:
+    copies: dict[str, list[int]] = {}
+    for i, cell in enumerate(nb.cells):
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if gid is not None and gid in seen:
-            dropped.append(gid)
+        if gid is not None:
+            copies.setdefault(gid, []).append(i)
+    cells, notes, drop = list(nb.cells), [], set()
+    for gid, where in copies.items():
+        if len(where) < 2:
             continue
-        seen.add(gid)
-        kept.append(cell)
-    nb.cells = kept
-    return dropped
+        ran = [(cells[i].get("execution_count"), i) for i in where if isinstance(cells[i].get("execution_count"), int)]
+        keep = max(ran)[1] if ran else where[-1]
+        how = (f"the one executed last (execution count {cells[keep].get('execution_count')})" if ran
+               else "the last one (none was executed)")
+        notes.append(f"cell {gid!r} was there {len(where)} times: graded {how}, copy {where.index(keep) + 1}"
+                     f" of {len(where)}")
+        cells[where[0]] = cells[keep]
+        drop |= set(where[1:])
+    nb.cells = [c for i, c in enumerate(cells) if i not in drop]
+    return notes
