@@ -1,5 +1,6 @@
 """The two-layer models of the plays: checkpoints, the attempts' record, and what chapter 15 says (numpy only)."""
 import json
+import re
 import shutil
 
 import numpy as np
@@ -130,6 +131,12 @@ def test_the_models_guide_says_which_models_ship_checkpoints_and_how_long_they_t
     assert 2 <= min(one_layer) and max(one_layer) <= 3
     assert 50 <= min(two_layer) and max(two_layer) <= 370
     assert round(toy["induction"]) == 52 and round(toy["induction_plain_seed1"]) == 369
+    guide = " ".join((MODELS.parents[1] / "guides" / "models.md").read_text().split())
+    said = re.search(r"`plays_2l` and `plays_2l_spans` take (\d+) and (\d+) minutes of training on one core"
+                     r" \([^)]*?(\d+) s and (\d+) s in their cards", guide)
+    assert said, "guides/models.md no longer says how long plays_2l and plays_2l_spans trained"
+    seconds = [cards[n]["training_seconds"] for n in ("plays_2l", "plays_2l_spans")]
+    assert [int(v) for v in said.groups()] == [round(s / 60) for s in seconds] + [round(s) for s in seconds]
 
 
 def test_the_spans_settings_ran_with_three_seeds_and_changed_nothing_else():

@@ -14,3 +14,34 @@ def test_no_execution_timestamps_are_stored(path):
     nb = nbformat.read(path, as_version=4)
     timed = [i for i, c in enumerate(nb.cells) if "execution" in c.metadata]
     assert not timed, f"{path.name}: cells {timed[:5]} store execution timestamps"
+
+
+def headings_after_a_colon(source: str) -> list[str]:
+    """Headings that follow, in the same markdown cell, a paragraph ending in ':'.
+
+    A paragraph that ends in a colon introduces the cell below it; a heading
+    after it in the same cell puts what it introduces under the wrong section
+    (chapter 12's zero-or-mean table once rendered under "Explore").
+    """
+    text, found, introduced = source.replace("\r", ""), [], None
+    for block in text.split("\n\n"):
+        block = block.strip()
+        if block.startswith("#") and introduced is not None:
+            found.append(f"{introduced[-40:]!r} then {block.splitlines()[0]!r}")
+        elif block and not block.startswith(("```", ":::", "$$")):
+            introduced = block if block.endswith(":") else None
+    return found
+
+
+def test_the_heading_checker():
+    assert headings_after_a_colon("The same cuts, judged both ways:\n\n## Explore\n\nEvery head.")
+    assert not headings_after_a_colon("## Explore\n\nEvery head of the model, pre-rendered:")
+    assert not headings_after_a_colon("Text ends here.\n\n## Next\n\nIt introduces:")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_what_a_colon_introduces_stays_in_its_section(path):
+    nb = nbformat.read(path, as_version=4)
+    found = [f"cell {i}: {hit}" for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+             for hit in headings_after_a_colon(c.source)]
+    assert not found, f"{path.name}: a heading between a paragraph and the cell it introduces: {found}"
