@@ -426,7 +426,6 @@ def test_the_old_name_checker_finds_each_old_name():
     assert not old_weights_names("A = model.attention_weights(t)  # not model.patterns, the old name")
 
 
-@pytest.mark.xfail(strict=False, reason="chapter 16 and exercise 9 are updated on another branch")
 def test_no_notebook_uses_the_old_names_of_the_attention_weights():
     found = [f"{path.relative_to(ROOT)} cell {i}: {line}" for path in NOTEBOOKS
              for i, cell in enumerate(nbformat.read(path, as_version=4).cells) if cell.cell_type == "code"
