@@ -41,7 +41,7 @@ from .paths import INPUTS, Edge
 _counters: list = []
 
 
-@dataclass
+@dataclass(eq=False)  # each block its own counter, even while two hold the same counts
 class Cost:
     """Passes over the batch that the methods ran inside a :func:`counting` block."""
 
