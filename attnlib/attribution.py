@@ -469,7 +469,7 @@ def _run(model: Model, tokens, patches=None, positions=None) -> tuple:
     for l, w in enumerate(model.layers):
         QKV = {}
         for c, W in zip(SIDES, (w.per_head.W_Q, w.per_head.W_K, w.per_head.W_V)):
-            Y = np.einsum("...td,hde->...hte", x, W)  # (..., n_heads, T, d_head)
+            Y = x[..., None, :, :] @ W  # (..., n_heads, T, d_head)
             if c == "k" and model.smear is not None:  # the key the head compares with
                 s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
                 Y = s * Y + (1 - s) * np.concatenate([Y[..., :1, :], Y[..., :-1, :]], axis=-2)
@@ -576,9 +576,9 @@ def _path_patch(model: Model, clean, corrupt, edges, clean_writes=None) -> np.nd
                 for c in via:
                     inputs[..., paths.INPUTS.index(c), receiver[1], :, :] -= removed(sender, writes)
         W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
-        Q = np.einsum("...htd,hde->...hte", inputs[..., 0, :, :, :], W_Q)  # (..., n_heads, T, d_head)
-        K = np.einsum("...htd,hde->...hte", inputs[..., 1, :, :, :], W_K)
-        V = np.einsum("...htd,hde->...hte", inputs[..., 2, :, :, :], W_V)
+        Q = inputs[..., 0, :, :, :] @ W_Q  # (..., n_heads, T, d_head): a batched matmul, head by head
+        K = inputs[..., 1, :, :, :] @ W_K
+        V = inputs[..., 2, :, :, :] @ W_V
         if model.smear is not None:
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)

@@ -121,14 +121,14 @@ def gradients(model: Model, tokens, direction) -> Gradients:
         w = model.layers[l]
         W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
         x = tr.residual[l]  # (..., T, d_model): what layer l read
-        Q = np.einsum("...td,hde->...hte", x, W_Q)  # (..., n_heads, T, d_head)
-        K = np.einsum("...td,hde->...hte", x, W_K)
-        V = np.einsum("...td,hde->...hte", x, W_V)
+        Q = x[..., None, :, :] @ W_Q  # (..., n_heads, T, d_head)
+        K = x[..., None, :, :] @ W_K
+        V = x[..., None, :, :] @ W_V
         if model.smear is not None:
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
         A = tr[1][l]  # (..., n_heads, T, T): the attention weights (the trace's second field)
-        gz = np.einsum("...td,hed->...hte", g, W_O)  # (..., n_heads, T, d_head)
+        gz = g[..., None, :, :] @ np.swapaxes(W_O, -1, -2)  # (..., n_heads, T, d_head)
         gA = gz @ np.swapaxes(V, -1, -2)  # (..., n_heads, T, T)
         gV = np.swapaxes(A, -1, -2) @ gz  # (..., n_heads, T, d_head)
         gS = A * (gA - (gA * A).sum(axis=-1, keepdims=True))  # masked entries have A = 0: no gradient
@@ -136,8 +136,8 @@ def gradients(model: Model, tokens, direction) -> Gradients:
         gQ = gS @ K * scale  # (..., n_heads, T, d_head)
         gK = np.swapaxes(gS, -1, -2) @ Q * scale
         gK_read = gK if model.smear is None else _unsmear(gK, model.smear[l])
-        g_in = np.stack([np.einsum("...hte,hde->...htd", gy, Wm)
-                         for gy, Wm in ((gQ, W_Q), (gK_read, W_K), (gV, W_V))], axis=-4)
+        g_in = np.stack([gy @ np.swapaxes(Wm, -1, -2) for gy, Wm in ((gQ, W_Q), (gK_read, W_K), (gV, W_V))],
+                        axis=-4)
         # g_in: (..., 3, n_heads, T, d_model)
         g = g + g_in.sum(axis=(-4, -3))
         stream.append(g)
