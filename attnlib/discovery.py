@@ -393,3 +393,30 @@ def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: 
     card = {"name": f"planted_{composition}", "planted": composition, "bos": 0}
     circuit = [Edge((0, 0), (1, 0), composition), Edge((1, 0), "logits")]
     return Model(W_E, W_pos, W_U, layers, card), circuit
+
+
+def score(found, truth) -> tuple:
+    """Precision and recall of a set of edges against the true circuit.
+
+    Parameters
+    ----------
+    found, truth : collection of Edge
+
+    Returns
+    -------
+    precision : float
+        The share of ``found`` that is in ``truth`` (1.0 for an empty ``found``: it claims nothing false).
+    recall : float
+        The share of ``truth`` that is in ``found``.
+
+    Examples
+    --------
+    >>> m, circuit = planted("k")
+    >>> score(circuit[:1] + [Edge((0, 1), "logits")], circuit)
+    (0.5, 0.5)
+    """
+    found, truth = set(found), set(truth)
+    if not truth:
+        raise ValueError("truth is empty: recall needs at least one true edge")
+    hits = len(found & truth)
+    return (hits / len(found) if found else 1.0), hits / len(truth)

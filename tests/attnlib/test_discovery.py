@@ -143,3 +143,13 @@ def test_bad_input():
         all_edges("induction")
     with pytest.raises(ValueError, match="composition must be 'k'"):
         planted("v")
+
+
+def test_score():
+    m, circuit = planted("q")
+    edges = all_edges(m)
+    assert discovery.score(circuit, circuit) == (1.0, 1.0)
+    assert discovery.score(edges, circuit) == (2 / len(edges), 1.0)
+    assert discovery.score([], circuit) == (1.0, 0.0)
+    with pytest.raises(ValueError, match="truth is empty"):
+        discovery.score(edges, [])
