@@ -264,7 +264,7 @@ def _path_terms(model: Model, tr) -> dict:
         new = {}
         for name, x in chains.items():
             # the attention weights mix what the values read
-            out = tr.patterns[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model)
+            out = tr.attention_weights[l] @ ((x @ W_V) @ W_O)  # (n_heads, T, d_model)
             for i in range(w.n_heads):
                 head = f"L{l}H{i}"
                 new[head if name == "direct" else f"{name}>{head}"] = out[i]
@@ -803,7 +803,7 @@ def attribution_graph(model: Model, tokens, position: int, target: int, layer: i
     links = [Link(Node(n, t, level[n]), logit, v, "logit") for n, v in la.terms()[:top]]
     tr = model.trace(tokens)
     links.append(Link(score, Node(f"L{layer}H{head}", t, level[f"L{layer}H{head}"]),
-                      float(tr.patterns[layer][head, t, k]), "weight"))
+                      float(tr.attention_weights[layer][head, t, k]), "weight"))
     links += [Link(Node(n, t, level[n]), score, v, "score") for n, v in qk.query_side().terms()[:top]]
     key_terms = qk.key_side().terms()
     links += [Link(Node(n, k, level[n]), score, v, "score") for n, v in key_terms[:top]]
@@ -815,7 +815,7 @@ def attribution_graph(model: Model, tokens, position: int, target: int, layer: i
         T = len(tokens)
         parts = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]])  # (2, T, d_model): embed, pos
         via = parts @ (v_layer.per_head.W_V[i] @ v_layer.per_head.W_O[i]) @ w.per_head.W_K[head]  # (2, T, d_head)
-        contrib = tr.patterns[0][i, k][None, :] * (via @ q_vec)  # (2, T): exact shares of the key-side term
+        contrib = tr.attention_weights[0][i, k][None, :] * (via @ q_vec)  # (2, T): exact shares of the key-side term
         order = np.argsort(-np.abs(contrib), axis=None)[:top]
         for flat in order:
             which, s = np.unravel_index(flat, contrib.shape)

@@ -90,7 +90,7 @@ def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "las
     tokens = np.asarray(tokens)
     if occurrences not in ("last", "all"):
         raise ValueError(f"occurrences must be 'last' or 'all', got {occurrences!r}")
-    patterns = _trace(model, tokens, ablate, edges).patterns  # per layer: (n, n_heads, T, T)
+    patterns = _trace(model, tokens, ablate, edges).attention_weights  # per layer: (n, n_heads, T, T)
     T = tokens.shape[-1]
     mask = np.broadcast_to(np.arange(T) >= 1, tokens.shape)  # not BOS
     if occurrences == "last":

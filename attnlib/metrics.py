@@ -299,7 +299,7 @@ def _measure_induction(model, batch, tr, out):
     out["repeat_accuracy"] = accuracy(tr.logits, batch.targets, repeat)
     out["first_accuracy"] = accuracy(tr.logits, batch.targets, first)
     out["chance"] = 1 / n_tokens
-    scores = [head_scores(A, batch.tokens, repeat) for A in tr.patterns]
+    scores = [head_scores(A, batch.tokens, repeat) for A in tr.attention_weights]
     out["head_scores"] = {kind: {_head(l, i): float(s[kind][i]) for l, s in enumerate(scores)
                                  for i in range(len(s[kind]))} for kind in ("previous", "duplicate", "induction")}
     prev = int(np.argmax(scores[0]["previous"]))
@@ -326,7 +326,7 @@ def _measure_induction(model, batch, tr, out):
 def _measure_copying(model, task, batch, tr, out):
     scored = batch.masks["scored"]
     out["accuracy"] = accuracy(tr.logits, batch.targets, scored)
-    A = tr.patterns[0]  # (n, 1, T, T)
+    A = tr.attention_weights[0]  # (n, 1, T, T)
     T = batch.tokens.shape[-1]
     if task == "copy_back":
         k = model.card["data"]["k"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -53,10 +54,21 @@ class Trace(NamedTuple):
     """
 
     embedding: np.ndarray  #: (..., T, d_model): ``W_E[tokens] + W_pos[:T]``
-    patterns: list  #: per layer, (..., n_heads, T, T)
+    attention_weights: list  #: per layer, (..., n_heads, T, T): each head's softmax(Q Kᵀ / √d_head)
     writes: list  #: per layer, (..., n_heads, T, d_model): each head's term of the sum
     residual: np.ndarray  #: (n_layers + 1, ..., T, d_model): the stream before layer 0, after each layer
     logits: np.ndarray  #: (..., T, vocab)
+
+    @property
+    def patterns(self) -> list:
+        """Deprecated name of :attr:`attention_weights` (the book's *pattern* is a row of ``X W^P``).
+
+        Issues a ``PendingDeprecationWarning``, as :func:`attnlib.attention_pattern` does.
+        """
+        warnings.warn("Trace.patterns is the old name of Trace.attention_weights"
+                      " (the book's 'pattern' is a row of X W^P); use attention_weights",
+                      PendingDeprecationWarning, stacklevel=2)
+        return self.attention_weights
 
 
 def sinusoidal_positions(n_ctx: int, d_model: int, scale: float = 1.0) -> np.ndarray:
@@ -305,7 +317,7 @@ class Model:
         return pairs
 
     def trace(self, tokens, ablate=()) -> Trace:
-        """Run the model and keep every intermediate: patterns, each head's write, the stream.
+        """Run the model and keep every intermediate: attention weights, each head's write, the stream.
 
         Parameters
         ----------
@@ -322,7 +334,7 @@ class Model:
         dropped = self._ablation(ablate)
         T = tokens.shape[-1]
         x = self.W_E[tokens] + self.W_pos[:T]  # (..., T, d_model)
-        stream, patterns, writes = [x], [], []
+        stream, weights, writes = [x], [], []
         for l, w in enumerate(self.layers):
             h, d = w.n_heads, w.d_head
             QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
@@ -335,10 +347,10 @@ class Model:
             out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
             keep = np.array([(l, i) not in dropped for i in range(h)])
             x = x + (out * keep[:, None, None]).sum(axis=-3)
-            patterns.append(A)
+            weights.append(A)
             writes.append(out)
             stream.append(x)
-        return Trace(stream[0], patterns, writes, np.stack(stream), x @ self.W_U)
+        return Trace(stream[0], weights, writes, np.stack(stream), x @ self.W_U)
 
     def forward(self, tokens, ablate=()) -> np.ndarray:
         """Logits for the next token at every position.
@@ -355,9 +367,29 @@ class Model:
         """
         return self.trace(tokens, ablate).logits
 
+    def attention_weights(self, tokens) -> list:
+        """Every head's attention weights: one ``(..., n_heads, T, T)`` array per layer.
+
+        Parameters
+        ----------
+        tokens : (..., T) array_like of int
+
+        Returns
+        -------
+        list of (..., n_heads, T, T) ndarray
+            Entry ``l`` holds layer ``l``'s ``softmax(Q Kᵀ / √d_head)``, causal.
+        """
+        return self.trace(tokens).attention_weights
+
     def patterns(self, tokens) -> list:
-        """Every head's attention pattern: one ``(..., n_heads, T, T)`` array per layer."""
-        return self.trace(tokens).patterns
+        """Deprecated name of :meth:`attention_weights` (the book's *pattern* is a row of ``X W^P``).
+
+        Issues a ``PendingDeprecationWarning``, as :func:`attnlib.attention_pattern` does.
+        """
+        warnings.warn("Model.patterns is the old name of Model.attention_weights"
+                      " (the book's 'pattern' is a row of X W^P); call attention_weights",
+                      PendingDeprecationWarning, stacklevel=2)
+        return self.attention_weights(tokens)
 
     def residual(self, tokens) -> np.ndarray:
         """The residual stream before layer 0 and after each layer.

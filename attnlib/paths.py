@@ -33,7 +33,7 @@ Examples
 >>> m = load("induction")
 >>> toks = np.arange(1, 11)[None].repeat(2, 0)   # (2, 10)
 >>> tr = trace(m, toks, [Edge((0, 2), (1, 0), "k")])
->>> len(tr.patterns), tr.logits.shape
+>>> len(tr.attention_weights), tr.logits.shape
 (2, (2, 10, 51))
 """
 from __future__ import annotations
@@ -185,7 +185,7 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None,
         return term if means is None else term - means[l][h]
 
     x = model.W_E[tokens] + model.W_pos[:T]  # (..., T, d_model)
-    stream, patterns, writes = [x], [], []
+    stream, weights, writes = [x], [], []
     for l, w in enumerate(model.layers):
         h, d = w.n_heads, w.d_head
         # each head's three inputs: the stream, minus what its edges remove
@@ -208,14 +208,14 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None,
                 A[..., fh, :, :] = F
         out = (A @ V) @ W_O  # (..., n_heads, T, d_model)
         x = x + out.sum(axis=-3)
-        patterns.append(A)
+        weights.append(A)
         writes.append(out)
         stream.append(x)
     final = x.copy()
     for sender, receiver, _ in cuts:
         if receiver == "logits":
             final -= removed(sender, writes)
-    return Trace(stream[0], patterns, writes, np.stack(stream[:-1] + [final]), final @ model.W_U)
+    return Trace(stream[0], weights, writes, np.stack(stream[:-1] + [final]), final @ model.W_U)
 
 
 def forward(model: Model, tokens, edges=(), how: str = "zero", reference=None,

@@ -441,7 +441,7 @@ def model_explorer(model, tokens, top=8):
     tokens = model._tokens(tokens)
     if tokens.ndim != 1:
         raise ValueError(f"tokens must be one sequence (T,), got shape {tokens.shape}")
-    weights = model.patterns(tokens)  # attention weights per layer (n_heads, T, T)
+    weights = model.attention_weights(tokens)  # attention weights per layer (n_heads, T, T)
     entries = {}
     for l, w in enumerate(model.layers):
         ov = full_ov_circuit(model.W_E, w, model.W_U).full()  # (n_heads, vocab, vocab): small models only

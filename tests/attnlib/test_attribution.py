@@ -95,8 +95,8 @@ def test_path_attribution_single_head_path_by_hand():
     tr = m.trace(toks)
     w0, w1 = m.layers
     # the virtual head L0H2 > L1H1, written out: pattern, values, output, pattern, values, output
-    v = tr.patterns[0][2] @ tr.embedding @ w0.per_head.W_V[2] @ w0.per_head.W_O[2]
-    v = tr.patterns[1][1] @ v @ w1.per_head.W_V[1] @ w1.per_head.W_O[1]
+    v = tr.attention_weights[0][2] @ tr.embedding @ w0.per_head.W_V[2] @ w0.per_head.W_O[2]
+    v = tr.attention_weights[1][1] @ v @ w1.per_head.W_V[1] @ w1.per_head.W_O[1]
     p = path_attribution(m, toks, 5, 9)
     assert np.isclose(p["L0H2>L1H1"], v[5] @ m.W_U[:, 9], atol=1e-12)
 
@@ -116,7 +116,7 @@ def test_qk_attribution_sums_to_the_score_and_softmaxes_to_the_pattern(case):
                 row.append(a.total)
             row = np.array(row)
             e = np.exp(row - row.max())
-            np.testing.assert_allclose(e / e.sum(), tr.patterns[layer][head, q, :q + 1], atol=1e-10)
+            np.testing.assert_allclose(e / e.sum(), tr.attention_weights[layer][head, q, :q + 1], atol=1e-10)
             n_terms = 2 + sum(w.n_heads for w in m.layers[:layer])
             assert a.values.shape == (n_terms, n_terms) and a.names == a.key_names
 
@@ -169,7 +169,7 @@ def test_patching_a_head_write_by_brute_force():
     # a layer-0 head's values at every position: its pattern stays corrupt, its values clean
     got = patch(m, clean, corrupt, [(0, 1, "v")])
     w = m.layers[0]
-    write = tk.patterns[0][1] @ (tc.embedding @ w.per_head.W_V[1]) @ w.per_head.W_O[1]
+    write = tk.attention_weights[0][1] @ (tc.embedding @ w.per_head.W_V[1]) @ w.per_head.W_O[1]
     x = tk.embedding + tk.writes[0].sum(0) - tk.writes[0][1] + write  # the stream layer 1 reads
     Wts = m.layers[1].per_head
     y = x.copy()

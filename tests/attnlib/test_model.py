@@ -82,7 +82,7 @@ def test_the_stream_is_the_embedding_plus_every_heads_write_and_ablation_drops_o
     # dropping layer 1's head 2 removes exactly its write (layer 1 is the last: nothing reads it)
     ablated = model.forward(tokens, ablate=[(1, 2)])
     np.testing.assert_allclose(ablated, tr.logits - tr.writes[1][..., 2, :, :] @ model.W_U, atol=1e-10)
-    for p in tr.patterns:
+    for p in tr.attention_weights:
         assert np.allclose(p.sum(axis=-1), 1) and np.allclose(np.triu(p, 1), 0)  # causal distributions
 
 

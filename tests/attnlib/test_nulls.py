@@ -81,7 +81,7 @@ def test_previous_token_scores_agree_between_metrics_and_incontext():
     """metrics.head_scores counts query 1 (whose previous position is BOS); incontext leaves it out."""
     spans = load("plays_2l_spans")
     seqs = incontext.repeated_random(spans, n=4, copies=3)
-    A = spans.patterns(seqs)[0]  # (4, n_heads, T, T)
+    A = spans.attention_weights(seqs)[0]  # (4, n_heads, T, T)
     mask = np.broadcast_to(np.arange(seqs.shape[-1]) >= 1, seqs.shape)
     from_metrics = metrics.head_scores(A, seqs, mask)["previous"]
     np.testing.assert_allclose(metrics.attention_to_previous(A), from_metrics, atol=1e-12)

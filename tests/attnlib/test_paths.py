@@ -105,7 +105,7 @@ def test_cutting_paths_equals_a_plain_loop(edges, how, smear):
     want_logits, want_patterns = loop_paths(model, batch, edges, how)
     tr = paths.trace(model, batch, edges, how=how)
     np.testing.assert_allclose(tr.logits, want_logits, atol=1e-9)
-    for got, want in zip(tr.patterns, want_patterns):
+    for got, want in zip(tr.attention_weights, want_patterns):
         np.testing.assert_allclose(got, want, atol=1e-12)
     assert not np.allclose(tr.logits, model.forward(batch))  # the cut changed something
 
@@ -127,7 +127,7 @@ def test_all_three_inputs_and_the_logits_are_the_residual_ablation():
         assert set(edges) == set(paths.residual(model, [(0, j)]))
         got, want = paths.trace(model, batch, edges), model.trace(batch, ablate=[(0, j)])
         np.testing.assert_allclose(got.logits, want.logits, atol=1e-10)
-        for a, b in zip(got.patterns, want.patterns):
+        for a, b in zip(got.attention_weights, want.attention_weights):
             np.testing.assert_allclose(a, b, atol=1e-12)
     # one input alone is not the whole ablation, and the three inputs without the logits leave the direct path
     keys_only = paths.forward(model, batch, [Edge((0, 2), (1, i), "k") for i in range(4)])
@@ -139,8 +139,8 @@ def test_three_layers_a_cut_sender_still_reaches_other_readers():
     model = toy()
     batch = np.random.default_rng(2).integers(0, model.vocab, size=(2, 6))
     tr, clean = paths.trace(model, batch, [Edge((0, 0), (1, 0), "k")]), model.trace(batch)
-    np.testing.assert_allclose(tr.patterns[1][:, 1], clean.patterns[1][:, 1], atol=1e-12)  # L1H1 untouched
-    assert not np.allclose(tr.patterns[1][:, 0], clean.patterns[1][:, 0])
+    np.testing.assert_allclose(tr.attention_weights[1][:, 1], clean.attention_weights[1][:, 1], atol=1e-12)  # L1H1 untouched
+    assert not np.allclose(tr.attention_weights[1][:, 0], clean.attention_weights[1][:, 0])
 
 
 def test_mean_ablation_of_a_constant_term_changes_nothing():
@@ -210,13 +210,13 @@ def test_the_loss_is_the_mean_cross_entropy_that_accuracy_rounds_away():
 def test_given_attention_weights_replace_what_the_head_computes():
     model = load("induction")
     toks = np.random.default_rng(3).integers(0, 50, size=(4, 15))
-    own = model.patterns(toks)[0][:, 2]  # (4, 15, 15): L0H2's own weights
+    own = model.attention_weights(toks)[0][:, 2]  # (4, 15, 15): L0H2's own weights
     np.testing.assert_allclose(paths.forward(model, toks, attention={(0, 2): own}), model.forward(toks),
                                atol=1e-12)
     # uniform weights for L0H2, by hand: its message is the mean of the values so far
     uniform = np.tril(np.ones((15, 15))) / np.arange(1, 16)[:, None]
     tr = paths.trace(model, toks, attention={(0, 2): np.broadcast_to(uniform, (4, 15, 15))})
-    np.testing.assert_allclose(tr.patterns[0][:, 2], np.broadcast_to(uniform, (4, 15, 15)))
+    np.testing.assert_allclose(tr.attention_weights[0][:, 2], np.broadcast_to(uniform, (4, 15, 15)))
     _, _, W_V, W_O = model.layers[0].per_head
     x = model.W_E[toks] + model.W_pos[:15]  # (4, 15, d_model)
     np.testing.assert_allclose(tr.writes[0][:, 2], uniform @ x @ W_V[2] @ W_O[2], atol=1e-10)

@@ -81,7 +81,7 @@ def test_model_explorer_shows_each_heads_pattern_and_its_largest_circuit_entries
     tokens = [50, 3, 7, 9, 3, 7, 9]
     e = widgets.model_explorer(model, tokens, top=5)
     assert e.values == [(l, i) for l in range(2) for i in range(4)]
-    pats = model.patterns(tokens)
+    pats = model.attention_weights(tokens)
     ov = attnlib.circuits.full_ov_circuit(model.W_E, model.layers[1], model.W_U).full()
     e.update((1, 2))
     pattern_ax, bar_ax = e.fig.axes[:2]  # (the third is the colour bar)

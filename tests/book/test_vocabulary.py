@@ -209,10 +209,9 @@ def test_chapters_1_to_9_link_the_glossary():
 # patterns-and-messages form); the softmax's output is "weights". "circuit": a product of weight
 # matrices along one path (W^P_i, W^M_i, W_E W^M_i W_U). Names kept with another sense say why.
 
-KEPT_OTHER_SENSE = {
-    # public names other code relies on (the design notes' list of names to keep)
-    "attnlib.model.Model.patterns": "Model.patterns(tokens) returns attention weights; graders call it",
-    "attnlib.model.Trace.patterns": "the field Model.trace fills from Model.patterns",
+KEPT_OTHER_SENSE: dict = {
+    # public names other code relies on, kept with another sense (none now: Model.patterns and
+    # Trace.patterns are deprecated aliases of attention_weights, whose docstrings speak of W^P)
 }
 GLOSSARY_SENSE = {
     "pattern": re.compile(r"W\^P|pattern matri|patterns and messages|patterns too", re.I),
@@ -302,6 +301,30 @@ def test_old_names_are_the_new_functions_and_keep_old_code_running():
     assert "attention_weights" in str(caught[0].message)
     assert caught[0].filename == __file__  # the warning points at the caller's line
     assert np.allclose(old @ K, attention(Q, K, K, causal=True))
+
+
+def test_the_model_s_old_names_are_aliases_that_warn():
+    """Model.patterns and Trace.patterns (attention weights under the old name) warn, as attention_pattern does."""
+    import warnings
+
+    import numpy as np
+    from attnlib.model import load
+
+    model = load("induction")
+    tokens = np.arange(1, 9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tr = model.trace(tokens)
+        new = model.attention_weights(tokens)
+        assert not caught, [str(w.message) for w in caught]
+        old_method = model.patterns(tokens)
+        old_field = tr.patterns
+    assert [w.category for w in caught] == [PendingDeprecationWarning] * 2
+    assert "Model.attention_weights" in str(caught[0].message) and "Trace.attention_weights" in str(caught[1].message)
+    assert all(w.filename == __file__ for w in caught)  # each points at the caller's line
+    for a, b, c in zip(old_method, old_field, new, strict=True):
+        assert np.array_equal(a, c) and np.array_equal(b, c)
+    assert tr._fields[1] == "attention_weights" and tr[1] is tr.attention_weights
 
 
 def test_the_old_name_writes_nothing_to_stderr_in_a_notebook_s_main_module():
