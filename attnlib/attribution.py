@@ -643,7 +643,7 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate) -> At
     target = _index(target, "target", model.vocab, "the vocabulary")
     heads = sorted(model._ablation(ablate))
     tr = model.trace(tokens)
-    weights = tr[1]  # per layer (n_heads, T, T): the attention weights of the un-ablated run
+    weights = tr.attention_weights  # per layer (n_heads, T, T): those of the un-ablated run
     frozen = {(l, i): weights[l][i] for l in range(model.n_layers) for i in range(model.layers[l].n_heads)}
     clean = tr.logits[t, target]
     ablated = model.forward(tokens, ablate=heads)[t, target]

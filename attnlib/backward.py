@@ -127,7 +127,7 @@ def gradients(model: Model, tokens, direction) -> Gradients:
         if model.smear is not None:
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-        A = tr[1][l]  # (..., n_heads, T, T): the attention weights (the trace's second field)
+        A = tr.attention_weights[l]  # (..., n_heads, T, T)
         gz = g[..., None, :, :] @ np.swapaxes(W_O, -1, -2)  # (..., n_heads, T, d_head)
         gA = gz @ np.swapaxes(V, -1, -2)  # (..., n_heads, T, T)
         gV = np.swapaxes(A, -1, -2) @ gz  # (..., n_heads, T, d_head)

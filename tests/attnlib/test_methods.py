@@ -27,7 +27,7 @@ def test_effect_split_against_a_frozen_forward(toy, fresh, ablate):
     t = int(np.flatnonzero(fresh.masks["repeat"][1])[2])
     nxt = int(fresh.targets[1, t])
     split = effect_split(toy, seq, t, nxt, ablate)
-    weights = toy.trace(seq)[1]  # the un-ablated run's attention weights
+    weights = toy.trace(seq).attention_weights  # of the un-ablated run
     clean = ref_model_run(toy, seq)[t, nxt]
     frozen = ref_model_run(toy, seq, freeze=weights, drop=set(ablate))[t, nxt]
     ablated = ref_model_run(toy, seq, drop=set(ablate))[t, nxt]
