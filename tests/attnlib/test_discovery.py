@@ -153,3 +153,26 @@ def test_score():
     assert discovery.score([], circuit) == (1.0, 0.0)
     with pytest.raises(ValueError, match="truth is empty"):
         discovery.score(edges, [])
+
+
+def test_acdc_against_a_plain_greedy_loop(toy):
+    """ACDC's removals accumulate: each edge is tried with the edges already removed still noised."""
+    clean, corrupt, d = repeats(toy, 4, 8, seed=8)
+
+    def metric(edges):
+        logits = patch(toy, corrupt, clean, edges) if edges else toy.forward(clean)
+        return (d * logits).sum()
+
+    threshold = 0.02
+    removed, current = [], metric([])
+    order = sorted((e for e in all_edges(toy) if e.receiver == "logits"),
+                   key=lambda e: (-e.sender[0], e.sender[1]))  # the latest sender first
+    order += [Edge((0, h), (1, j), c) for j in range(4) for c in "qkv" for h in range(4)]
+    for e in order:
+        trial = metric(removed + [e])
+        if abs(trial - current) < threshold:
+            removed.append(e)
+            current = trial
+    want = [e for e in all_edges(toy) if e not in removed]
+    assert acdc(toy, clean, corrupt, d, threshold) == want
+    assert 0 < len(want) < len(all_edges(toy))
