@@ -196,9 +196,9 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None,
                 for c in via:
                     inputs[..., INPUTS.index(c), receiver[1], :, :] -= removed(sender, writes)
         W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
-        Q = np.einsum("...htd,hde->...hte", inputs[..., 0, :, :, :], W_Q)  # (..., n_heads, T, d_head)
-        K = np.einsum("...htd,hde->...hte", inputs[..., 1, :, :, :], W_K)
-        V = np.einsum("...htd,hde->...hte", inputs[..., 2, :, :, :], W_V)
+        Q = inputs[..., 0, :, :, :] @ W_Q  # (..., n_heads, T, d_head): a batched matmul, head by head
+        K = inputs[..., 1, :, :, :] @ W_K
+        V = inputs[..., 2, :, :, :] @ W_V
         if model.smear is not None:  # each key mixed with the one before it, as in Model.trace
             s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
             K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)

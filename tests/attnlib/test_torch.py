@@ -32,3 +32,55 @@ def test_agrees_with_pytorch(dtype, tol, T, d_model, n_heads, causal):
     got = attnlib.multihead_attention(X, w, causal=causal)
     assert got.dtype == dtype
     assert np.abs(got - want).max() <= tol * max(1.0, np.abs(want).max())
+
+
+def test_backward_agrees_with_autograd():
+    """attnlib.backward.gradients against PyTorch's autograd on a random model with smeared keys."""
+    from attnlib.backward import gradients
+    from attnlib.model import Model
+
+    rng = np.random.default_rng(5)
+    d, vocab, h, T = 12, 9, 3, 7
+    layers = [attnlib.random_weights(d, h, seed=l) for l in range(3)]
+    smear = [rng.uniform(0.3, 1.0, h) for _ in range(3)]
+    m = Model(rng.standard_normal((vocab, d)), rng.standard_normal((8, d)), rng.standard_normal((d, vocab)),
+              layers, {}, smear=smear)
+    toks = rng.integers(0, vocab, (2, T))
+    direction = rng.standard_normal((2, T, vocab))
+    g = gradients(m, toks, direction)
+
+    t = lambda a: torch.from_numpy(np.array(a))  # noqa: E731  (a writable copy)
+    x = (t(m.W_E)[t(toks)] + t(m.W_pos)[:T]).requires_grad_()
+    keep = {"embed": x}
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l, w in enumerate(m.layers):
+        Wq, Wk, Wv, Wo = (t(a) for a in w.per_head)
+        q = torch.einsum("btd,hde->bhte", x, Wq)
+        k = torch.einsum("btd,hde->bhte", x, Wk)
+        s = t(smear[l])[:, None, None]
+        k = s * k + (1 - s) * torch.cat([k[..., :1, :], k[..., :-1, :]], dim=-2)
+        v = torch.einsum("btd,hde->bhte", x, Wv)
+        A = torch.softmax((q @ k.transpose(-1, -2) / np.sqrt(w.d_head)).masked_fill(~mask, -torch.inf), dim=-1)
+        out = torch.einsum("bhte,hed->bhtd", A @ v, Wo)
+        for name, a in (("q", q), ("k", k), ("v", v), ("A", A), ("out", out)):
+            a.retain_grad()
+            keep[name, l] = a
+        x = x + out.sum(1)
+        x.retain_grad()
+        keep["stream", l + 1] = x
+    metric = (t(direction) * (x @ t(m.W_U))).sum()
+    metric.backward()
+
+    def close(ours, theirs):
+        theirs = theirs.grad.numpy()
+        assert np.abs(ours - theirs).max() <= 1e-10 * max(1.0, np.abs(theirs).max())
+
+    assert np.isclose(g.metric, metric.item(), rtol=1e-12)
+    close(g.stream[0], keep["embed"])
+    for l in range(3):
+        close(g.queries[l], keep["q", l])
+        close(g.keys[l], keep["k", l])
+        close(g.values[l], keep["v", l])
+        close(g.weights[l], keep["A", l])
+        close(np.broadcast_to(g.write(l)[:, None], (2, h, T, d)), keep["out", l])
+        close(g.stream[l + 1], keep["stream", l + 1])

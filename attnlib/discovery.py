@@ -1,0 +1,422 @@
+"""Circuit discovery: which edges between heads carry a behaviour (chapter 17).
+
+A *circuit* is a set of edges of the model's computational graph: a
+sender head's write read by a later head's queries, keys or values, or by
+the unembedding (:class:`attnlib.paths.Edge`; :func:`all_edges` lists
+them). An edge is *noised* by taking the sender's write, in that one
+receiver's input only, from a **corrupt** run instead of the **clean** one
+(path patching, :func:`attnlib.attribution.patch`), and its effect is what
+that does to a metric ``(direction * logits).sum()``. Three ways to find the
+edges that matter:
+
+* :func:`edge_effects`: every edge noised alone, exactly (one forward pass each);
+* :func:`eap`: edge attribution patching (Syed et al., 2023): every edge's
+  effect to first order, from one backward pass at the clean run;
+* :func:`acdc`: automatic circuit discovery (Conmy et al., 2023): from the
+  full graph, greedily remove every edge whose removal changes the metric
+  by less than a threshold, visiting receivers from the logits back.
+
+Their cost is counted in forward and backward passes over the batch:
+``with counting() as cost: ...`` then ``cost.forward``, ``cost.backward``.
+
+Examples
+--------
+>>> from attnlib.model import load
+>>> m = load("induction")
+>>> len(all_edges(m))   # 4 x 4 x 3 into layer 1, 8 into the logits
+56
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import attribution, backward
+from .model import Model
+from .paths import INPUTS, Edge
+
+_counters: list = []
+
+
+@dataclass(eq=False)  # each block its own counter, even while two hold the same counts
+class Cost:
+    """Passes over the batch that the methods ran inside a :func:`counting` block."""
+
+    forward: int = 0
+    backward: int = 0
+
+
+@contextlib.contextmanager
+def counting():
+    """Count the forward and backward passes of this module's functions inside the block.
+
+    Yields
+    ------
+    Cost
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
+    >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
+    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
+    >>> with counting() as cost:
+    ...     _ = edge_effects(m, clean, corrupt, d)
+    >>> cost.forward, cost.backward     # the clean and corrupt runs, and one per edge
+    (58, 0)
+    """
+    cost = Cost()
+    _counters.append(cost)
+    try:
+        yield cost
+    finally:
+        _counters.remove(cost)
+
+
+def _count(forward: int = 0, backward: int = 0) -> None:
+    for c in _counters:
+        c.forward += forward
+        c.backward += backward
+
+
+def all_edges(model: Model) -> list:
+    """Every edge of the model's graph between heads: each head to each later head's q, k, v, and to the logits.
+
+    Senders are heads only (the embedding is not a term :mod:`attnlib.paths`
+    can cut), and an edge into a head names one of its inputs.
+
+    Returns
+    -------
+    list of Edge
+        In order of sender, then receiver (``"logits"`` last), then ``q, k, v``.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> all_edges(load("induction"))[:2]
+    [Edge(sender=(0, 0), receiver=(1, 0), via='q'), Edge(sender=(0, 0), receiver=(1, 0), via='k')]
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be an attnlib Model, got {type(model).__name__}")
+    out = []
+    for l, w in enumerate(model.layers):
+        for h in range(w.n_heads):
+            out += [Edge((l, h), (r, j), c) for r in range(l + 1, model.n_layers)
+                    for j in range(model.layers[r].n_heads) for c in INPUTS]
+            out.append(Edge((l, h), "logits"))
+    return out
+
+
+class _Runs:
+    """The clean and corrupt runs of one problem, and the metric of the clean run with edges noised."""
+
+    def __init__(self, model, clean, corrupt, direction):
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be an attnlib Model, got {type(model).__name__}")
+        self.model = model
+        self.clean, self.corrupt = model._tokens(clean), model._tokens(corrupt)
+        if self.clean.shape != self.corrupt.shape:
+            raise ValueError(f"clean has shape {self.clean.shape} and corrupt {self.corrupt.shape}: they must"
+                             " match (row i of one is noised from row i of the other)")
+        self.direction = backward.check_direction(model, self.clean, direction)
+
+    def traces(self):
+        self.clean_trace = self.model.trace(self.clean)
+        self.corrupt_trace = self.model.trace(self.corrupt)
+        _count(forward=2)
+        self.base = self.metric_of(self.clean_trace.logits)
+
+    def metric_of(self, logits) -> float:
+        return float((self.direction * logits).sum())
+
+    def noised(self, edges) -> float:
+        """The metric of the clean run with ``edges`` noised from the corrupt run (one forward pass)."""
+        logits = attribution._path_patch(self.model, self.corrupt, self.clean, list(edges),
+                                         clean_writes=self.corrupt_trace.writes)
+        _count(forward=1)
+        return self.metric_of(logits)
+
+
+def _write(trace, sender) -> np.ndarray:
+    l, h = sender
+    return trace.writes[l][..., h, :, :]  # (..., T, d_model)
+
+
+def edge_effects(model: Model, clean, corrupt, direction) -> dict:
+    """Each edge's exact effect on the metric, noised alone from the clean run.
+
+    For each edge of :func:`all_edges`, the sender's write in that
+    receiver's input (or in what the unembedding reads) is taken from the
+    corrupt run, everything downstream is recomputed, and the change in
+    ``(direction * logits).sum()`` from the clean run is recorded.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+        The same shape; batch rows are paired.
+    direction : (..., T, vocab) array_like
+        The metric's weights on the logits.
+
+    Returns
+    -------
+    dict of Edge to float
+        ``metric(noised) - metric(clean)``; one forward pass per edge.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
+    >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
+    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
+    >>> fx = edge_effects(m, clean, corrupt, d)
+    >>> round(fx[Edge((0, 2), (1, 1), "k")], 2), round(fx[Edge((0, 3), (1, 1), "k")], 2)
+    (-0.64, 0.0)
+    """
+    runs = _Runs(model, clean, corrupt, direction)
+    runs.traces()
+    return {e: runs.noised([e]) - runs.base for e in all_edges(model)}
+
+
+def eap(model: Model, clean, corrupt, direction) -> dict:
+    """Edge attribution patching (Syed et al., 2023): each edge's effect to first order, at the clean run.
+
+    The estimate for an edge is ``g · (w_corrupt - w_clean)``: the gradient
+    of the metric with respect to the receiver's input (exact,
+    :func:`attnlib.backward.gradients` at the clean run), dotted with the
+    change the noise makes to the sender's write. The logits are linear in
+    the final stream, so for edges into the logits the estimate *is*
+    :func:`edge_effects`' value; into a head's queries or keys it crosses a
+    softmax and is only first-order. One forward and one backward pass at the
+    clean run, and one forward pass at the corrupt run, for every edge at once.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+    direction : (..., T, vocab) array_like
+
+    Returns
+    -------
+    dict of Edge to float
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
+    >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
+    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
+    >>> est, fx = eap(m, clean, corrupt, d), edge_effects(m, clean, corrupt, d)
+    >>> e, k = Edge((1, 1), "logits"), Edge((0, 2), (1, 1), "k")
+    >>> bool(np.isclose(est[e], fx[e])), round(est[k], 2), round(fx[k], 2)   # a saturated softmax: far off
+    (True, -8.34, -0.64)
+    """
+    runs = _Runs(model, clean, corrupt, direction)
+    g = backward.gradients(model, runs.clean, runs.direction)
+    corrupt_trace = model.trace(runs.corrupt)
+    _count(forward=2, backward=1)
+    out = {}
+    for e in all_edges(model):
+        change = _write(corrupt_trace, e.sender) - _write(g.trace, e.sender)  # (..., T, d_model)
+        if e.receiver == "logits":
+            grad = g.stream[-1]
+        else:
+            grad = g.inputs[e.receiver[0]][..., INPUTS.index(e.via), e.receiver[1], :, :]
+        out[e] = float((grad * change).sum())
+    return out
+
+
+def acdc(model: Model, clean, corrupt, direction, threshold: float) -> list:
+    """Automatic circuit discovery (Conmy et al., 2023) with exact path patching.
+
+    Start from the full graph (:func:`all_edges`, nothing noised). Visit the
+    receivers from the logits back (the logits, then the last layer's heads,
+    ...; each head's ``q``, ``k``, ``v`` in turn), and for each incoming edge
+    (latest sender first) noise it on top of the edges already removed: if
+    the metric moves by less than ``threshold`` (in absolute value) from its
+    value before this edge, the edge stays removed, else it is put back.
+    One forward pass per edge tried.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+    direction : (..., T, vocab) array_like
+        The metric ``(direction * logits).sum()``.
+    threshold : float
+        Non-negative: the smallest change that keeps an edge.
+
+    Returns
+    -------
+    list of Edge
+        The kept edges, in the order of :func:`all_edges`.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
+    >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
+    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
+    >>> for e in acdc(m, clean, corrupt, d, threshold=0.5):
+    ...     print(e)
+    Edge(sender=(0, 0), receiver=(1, 1), via='q')
+    Edge(sender=(1, 1), receiver='logits', via='qkv')
+    """
+    if (not isinstance(threshold, numbers.Real) or isinstance(threshold, bool) or not np.isfinite(threshold)
+            or threshold < 0):
+        raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
+    runs = _Runs(model, clean, corrupt, direction)
+    runs.traces()
+    edges = all_edges(model)
+    receivers = ["logits"] + [((l, j), c) for l in reversed(range(1, model.n_layers))
+                              for j in range(model.layers[l].n_heads) for c in INPUTS]
+    removed, current = [], runs.base
+    for r in receivers:
+        incoming = [e for e in edges if (e.receiver == "logits" if r == "logits" else (e.receiver, e.via) == r)]
+        for e in sorted(incoming, key=lambda e: (-e.sender[0], e.sender[1])):
+            trial = runs.noised(removed + [e])
+            if abs(trial - current) < threshold:
+                removed.append(e)
+                current = trial
+    gone = set(removed)
+    return [e for e in edges if e not in gone]
+
+
+def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: float = 10.0) -> tuple:
+    """A two-layer induction model whose circuit is known by construction, beside distractor heads.
+
+    The stream has orthogonal subspaces: the token (``vocab`` dimensions),
+    the position (``n_ctx``), a *link* subspace where the circuit's layer-0
+    head writes (``n_ctx``), an *output* subspace (``vocab``) that the
+    unembedding reads, and four *distractor* dimensions nothing reads.
+
+    * ``composition="k"``: L0H0 is a previous-token head (it attends from
+      position ``p`` to ``p - 1`` and writes that token into the link
+      subspace); L1H0's keys read the link subspace and its queries the
+      token, so it attends to the token after an earlier copy of the current
+      one and writes that token into the output subspace (K-composition).
+    * ``composition="q"``: L0H0 is a duplicate-token head (it attends to an
+      earlier copy of the current token and writes *that position* into the
+      link subspace); L1H0's queries read the link subspace and look for the
+      position after it (Q-composition).
+
+    L0H1 and L1H1 are distractors: they attend and write, but into the
+    distractor dimensions, which no later head and not the unembedding read.
+    The circuit is exactly two edges: L0H0 into L1H0's keys (or queries), and
+    L1H0 into the logits; every other edge of :func:`all_edges` has no effect.
+
+    Parameters
+    ----------
+    composition : {"k", "q"}
+    vocab : int
+        Tokens (at least 2); token 0 is meant as a BOS token (``card["bos"]``),
+        never repeated: position 0's previous-token head reads its own token.
+    n_ctx : int
+        The longest sequence.
+    sharpness : float
+        The score, after the model's ``1/√d_head``, that the circuit's heads
+        give a matching key over the others (larger: closer to hard attention).
+
+    Returns
+    -------
+    model : Model
+    circuit : list of Edge
+        The planted edges, in the order of :func:`all_edges`.
+
+    Examples
+    --------
+    >>> m, circuit = planted("k")
+    >>> circuit
+    [Edge(sender=(0, 0), receiver=(1, 0), via='k'), Edge(sender=(1, 0), receiver='logits', via='qkv')]
+    >>> toks = np.array([0, 3, 1, 4, 6, 3, 1, 4, 6])   # BOS (token 0), then a span twice
+    >>> m.forward(toks)[5:8].argmax(-1)        # after the second 3, 1, 4: what followed them before
+    array([1, 4, 6])
+    """
+    from .weights import Weights
+
+    if composition not in ("k", "q"):
+        raise ValueError(f"composition must be 'k' (a previous-token head read by the keys) or 'q' (a"
+                         f" duplicate-token head read by the queries), got {composition!r}")
+    for name, v in (("vocab", vocab), ("n_ctx", n_ctx)):
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 2:
+            raise ValueError(f"{name} must be an integer >= 2, got {v!r}")
+    V, C, D = int(vocab), int(n_ctx), 4
+    tok, pos, link, out, dis = (np.arange(V), V + np.arange(C), V + C + np.arange(C),
+                                V + 2 * C + np.arange(V), V + 2 * C + V + np.arange(D))
+    d_model, d_head = V + 2 * C + V + D, V + C
+    b = float(sharpness) * np.sqrt(d_head)  # the model divides scores by √d_head
+
+    def layer():
+        return [np.zeros((2, d_model, d_head)) for _ in range(3)] + [np.zeros((2, d_head, d_model))]
+
+    Q0, K0, V0, O0 = layer()
+    Q1, K1, V1, O1 = layer()
+    if composition == "k":
+        Q0[0, pos[1:], np.arange(C - 1)] = b  # position p asks for position p - 1
+        Q0[0, pos[0], 0] = b  # position 0 can only look at itself
+        K0[0, pos, np.arange(C)] = 1.0
+        V0[0, tok, np.arange(V)] = 1.0  # the token there ...
+        O0[0, np.arange(V), link[:V]] = 1.0  # ... written into the link subspace
+        Q1[0, tok, np.arange(V)] = b  # the current token ...
+        K1[0, link[:V], np.arange(V)] = 1.0  # ... against the token before each key
+    else:
+        Q0[0, tok, np.arange(V)] = b  # the same token ...
+        K0[0, tok, np.arange(V)] = 1.0
+        Q0[0, pos, V + np.arange(C)] = -b  # ... somewhere else
+        K0[0, pos, V + np.arange(C)] = 1.0
+        V0[0, pos, np.arange(C)] = 1.0  # where that copy is ...
+        O0[0, np.arange(C), link] = 1.0  # ... written into the link subspace
+        Q1[0, link[:-1], 1 + np.arange(C - 1)] = b  # the position after the earlier copy ...
+        K1[0, pos, np.arange(C)] = 1.0  # ... against each key's position
+    V1[0, tok, np.arange(V)] = 1.0  # L1H0 copies the token it attends to ...
+    O1[0, np.arange(V), out] = 5.0  # ... into the output subspace
+    for Q, K, Vm, O in ((Q0, K0, V0, O0), (Q1, K1, V1, O1)):  # the distractors: busy, and unread
+        Q[1, tok, np.arange(V)] = 1.0
+        K[1, tok, np.arange(V)] = 1.0
+        Vm[1, tok, np.arange(V)] = 1.0
+        O[1, np.arange(D), dis] = 1.0
+    layers = [Weights(*(np.concatenate(list(W), axis=1) for W in (Q, K, Vm)), np.concatenate(list(O), axis=0), 2)
+              for Q, K, Vm, O in ((Q0, K0, V0, O0), (Q1, K1, V1, O1))]
+    W_E = np.zeros((V, d_model))
+    W_E[np.arange(V), tok] = 1.0
+    W_pos = np.zeros((C, d_model))
+    W_pos[np.arange(C), pos] = 1.0
+    W_U = np.zeros((d_model, V))
+    W_U[out, np.arange(V)] = 1.0
+    card = {"name": f"planted_{composition}", "planted": composition, "bos": 0}
+    circuit = [Edge((0, 0), (1, 0), composition), Edge((1, 0), "logits")]
+    return Model(W_E, W_pos, W_U, layers, card), circuit
+
+
+def score(found, truth) -> tuple:
+    """Precision and recall of a set of edges against the true circuit.
+
+    Parameters
+    ----------
+    found, truth : collection of Edge
+
+    Returns
+    -------
+    precision : float
+        The share of ``found`` that is in ``truth`` (1.0 for an empty ``found``: it claims nothing false).
+    recall : float
+        The share of ``truth`` that is in ``found``.
+
+    Examples
+    --------
+    >>> m, circuit = planted("k")
+    >>> score(circuit[:1] + [Edge((0, 1), "logits")], circuit)
+    (0.5, 0.5)
+    """
+    found, truth = set(found), set(truth)
+    if not truth:
+        raise ValueError("truth is empty: recall needs at least one true edge")
+    hits = len(found & truth)
+    return (hits / len(found) if found else 1.0), hits / len(truth)
