@@ -330,11 +330,12 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     everything : bool
         Grade every notebook collected again (``--all``), changed or not.
     """
-    from . import sandbox
+    from . import limits, sandbox
 
     print(sandbox.check())
     n = jobs(n_jobs)
     print(f"Grading {n} notebook(s) at a time (JOBS).")
+    print(limits.describe())
     if submissions is not None:
         raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
     entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)

@@ -59,6 +59,13 @@ def cell_limits() -> tuple[int, int]:
     return cpu, WALL_FACTOR * cpu
 
 
+def describe() -> str:
+    """One line saying how long a cell may run (an error when ``$PM_GRADE_CELL_CPU`` is not a number)."""
+    cpu, wall = cell_limits()
+    return (f"Each cell may use {cpu} s of CPU time (PM_GRADE_CELL_CPU), whatever the machine's load, or wait"
+            f" {wall} s without computing; a new kernel replays the earlier cells after a cell is stopped.")
+
+
 # --- the kernel's CPU time ----------------------------------------------------------------------
 
 def _cgroup_seconds(group: Path) -> float | None:
@@ -101,14 +108,54 @@ def _tree_seconds(roots: list[int]) -> float:
     return sum(used[p] for p in wanted)
 
 
+def _kernel_process(roots: list[int], known: int | None) -> int | None:
+    """The kernel's own process (ipykernel) among ``roots`` and their descendants: ``known`` if given."""
+    if known:
+        return known
+    todo, seen = list(roots), set()
+    while todo:
+        pid = todo.pop(0)
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"python" in Path(argv[0].decode()).name.encode() and any(b"ipykernel" in a for a in argv):
+                return pid  # the Python that runs ipykernel (not bubblewrap, whose arguments name it too)
+            todo += [int(c) for task in os.scandir(f"/proc/{pid}/task")
+                     for c in Path(f"{task.path}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _active_seconds(pid: int) -> float | None:
+    """Seconds the kernel's main thread (where a cell runs) has run or waited for a core to run on; None if unknown.
+
+    What the wall clock adds to this is time it was blocked: sleeping, waiting for
+    input, a lock or a pipe. A busy machine makes a computing cell wait for a core,
+    which counts here: only blocked time counts against the wall-clock backstop.
+    """
+    try:
+        ran, waited = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
+        return (int(ran) + int(waited)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 class KernelCpu:
-    """The CPU seconds a kernel's sandbox has used so far: its CPU cgroup, else its process tree."""
+    """The CPU seconds a kernel's sandbox has used so far (its CPU cgroup, else its process tree), and how long
+    its main thread has been computing or ready to (:func:`_active_seconds`)."""
 
     def __init__(self, km):
         self.groups = [g for g in getattr(km, "_cgroups", []) or [] if _cgroup_seconds(Path(g)) is not None]
         provisioner = getattr(km, "provisioner", None)
         self.roots = [p for p in (getattr(provisioner, "pid", None), getattr(km, "_kernel_pid", None)) if p]
+        self.kernel = _kernel_process(self.roots, getattr(km, "_kernel_pid", None))
         self.last = 0.0
+
+    def active(self) -> float | None:
+        return _active_seconds(self.kernel) if self.kernel else None
 
     @property
     def source(self) -> str:
@@ -173,8 +220,9 @@ class CpuLimitedExecute(Execute):
         return super().preprocess(nb, resources, km)
 
     def _get_timeout(self, cell):
-        """nbclient's own timeout: never before this class's limits (it would interrupt and move on)."""
-        return self.wall_limit + 30
+        """nbclient's own timeout: none for a cell (this class's limits stop it; nbclient's would interrupt the
+        kernel and move on while it still ran), the wall-clock backstop for the kernel's first answer."""
+        return None if cell is not None else self.wall_limit
 
     async def _async_poll_kernel_alive(self) -> None:
         self._alive_polls.add(asyncio.current_task())  # so that a killed kernel's poll is stopped with it
@@ -214,33 +262,33 @@ class CpuLimitedExecute(Execute):
         elif stopped == "cpu":
             ename, evalue = "CellTimeoutError", f"the cell used more than {self.cpu_limit} s of CPU time"
         else:
-            ename, evalue = "CellTimeoutError", (f"the cell ran {self.wall_limit} s without finishing, while hardly"
-                                                 " computing (is it waiting: sleep, input(), a lock?)")
+            ename, evalue = "CellTimeoutError", (f"the cell waited {self.wall_limit} s without computing (sleep,"
+                                                 " input(), a lock?)")
         self.log.warning("cell stopped: %s: %s", ename, evalue)
         return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
     async def _watch(self, work: asyncio.Future, cancel) -> str | None:
         """Wait for ``work`` (a cell, or a replayed one), stopping the kernel at a limit; how it stopped (None: it
-        finished)."""
+        finished; "cpu", "wall", or "died")."""
         meter = KernelCpu(self.km)
-        start, began, stopped = meter.seconds(), time.monotonic(), None
-        while True:
+        start, began, active, stopped = meter.seconds(), time.monotonic(), meter.active(), None
+        while stopped is None:
             done, _ = await asyncio.wait({work}, timeout=POLL)
             if done:
                 try:
                     work.result()
-                except DeadKernelError:
+                except DeadKernelError:  # nbclient saw the kernel die
                     stopped = "died"
-                break
+                    break
+                return None
             if meter.seconds() - start > self.cpu_limit:
                 stopped = "cpu"
-            elif time.monotonic() - began > self.wall_limit:
+            elif self._blocked(began, active, meter) > self.wall_limit:
                 stopped = "wall"
             elif not await ensure_async(self.km.is_alive()):
                 stopped = "died"
-            else:
-                continue
-            await self._kill()
+        await self._kill()
+        if not work.done():
             cancel()
             await asyncio.wait({work}, timeout=2)
             if not work.done():  # it was waiting on something else than the reply it was told to drop
@@ -249,10 +297,15 @@ class CpuLimitedExecute(Execute):
                 await work
             except (DeadKernelError, asyncio.CancelledError):
                 pass
-            break
-        if stopped:
-            await self._kill()
         return stopped
+
+    @staticmethod
+    def _blocked(began: float, active: float | None, meter: KernelCpu) -> float:
+        """Seconds the cell has been blocked, neither computing nor waiting for a core (all its wall time when the
+        kernel's scheduling statistics cannot be read)."""
+        wall = time.monotonic() - began
+        now = meter.active() if active is not None else None
+        return wall if now is None else wall - (now - active)
 
     async def _kill(self) -> None:
         """The kernel and its sandbox gone at once (a kernel that ignores interrupts cannot hold on)."""
@@ -277,6 +330,7 @@ class CpuLimitedExecute(Execute):
             await self.async_start_new_kernel()
             await self.async_start_new_kernel_client()
             self.restarts += 1
+            self.log.info("a new kernel, replaying %d earlier cell(s)", len(self._replay))
             for index, source in sorted(self._replay.items()):
                 if await self._run_quietly(source) is not None:
                     del self._replay[index]

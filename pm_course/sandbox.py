@@ -14,6 +14,8 @@ nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 =====================  ================================================  ========
 ``PM_GRADE_MEMORY``    address space per kernel process (bytes, K/M/G)   ``2G``
 ``PM_GRADE_CPU``       CPU seconds per kernel process                    ``120``
+                       (each cell's own limit: ``PM_GRADE_CELL_CPU``,
+                       :mod:`pm_course.limits`)
 ``PM_GRADE_PROCS``     processes and threads per sandbox (cgroups only)  ``64``
 ``PM_GRADE_UNSAFE=1``  run kernels unconfined when bubblewrap is missing
                        (``make grade UNSAFE=1`` sets it)
