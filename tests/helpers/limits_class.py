@@ -93,7 +93,7 @@ def exercises(dest: Path) -> Path:
     return dest
 
 
-def pm_course(*args, course: Path, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+def pm_course(*args, course: Path, env: dict | None = None, timeout: int = 1800) -> subprocess.CompletedProcess:
     """``python -m pm_course ARGS`` for the course folder ``course``, with 01_copying as the only assignment."""
     full = dict(os.environ, PM_COURSE_DIR=str(course), PM_EXERCISES=str(exercises(course.parent / "exercises")),
                 **(env or {}))
