@@ -77,9 +77,9 @@ def test_a_cell_the_interrupt_cannot_stop_costs_no_later_cell_and_regrades_agree
     graded = scores(course)
     assert graded == "".join(f"{s},{FULL}\r\n" for s in ("crashes", "inputs", "recurses", "sleeps")), graded
     log = (course / "nbgrader.log").read_text()
-    assert log.count("cell stopped: CellTimeoutError: the cell used more than 2 s of CPU time") == 2, log[-3000:]
-    assert log.count("cell stopped: CellTimeoutError: the cell waited 12 s without computing") == 1, log[-3000:]
-    assert log.count("cell stopped: DeadKernelError") == 1, log[-3000:]
+    assert log.count("cell stopped: the cell used more than 2 s of CPU time") == 2, log[-3000:]
+    assert log.count("cell stopped: the cell waited 12 s without computing") == 1, log[-3000:]
+    assert log.count("cell stopped: the kernel died") == 1, log[-3000:]
     again = pm_course("grade", "--all", course=course, env=env)
     assert again.returncode == 0 and "Regraded: no score changed." in again.stdout, again.stdout[-3000:]
     assert scores(course) == graded
