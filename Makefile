@@ -178,7 +178,7 @@ assignments: $(STAMP)
 	$(BIN)/pm-course assignments
 
 # Student code runs in a bubblewrap sandbox; MEMORY and CPU cap each kernel process
-# (defaults 2G and 120 s); JOBS notebooks run at once (default: the number of cores);
+# (defaults 2G and 120 s), CELL_CPU each cell's CPU seconds (default 10); JOBS notebooks run at once (default: the number of cores);
 # UNSAFE=1 grades without a sandbox where bwrap is missing or cannot start (it sets
 # PM_GRADE_UNSAFE=1, which is what pm-course reads: PM_GRADE_UNSAFE=1 pm-course grade; in batch
 # use, CI set and no terminal, only UNSAFE=unconfined is taken). The submissions come from a
@@ -191,6 +191,7 @@ grade: $(STAMP) sandbox
 	$(if $(ZIP),$(BIN)/pm-course collect --from "$(FROM)" "$(ZIP)" $(if $(ROSTER),--roster "$(ROSTER)") \
 	    $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") &&) \
 	PM_GRADE_UNSAFE="$(UNSAFE)" $(if $(MEMORY),PM_GRADE_MEMORY="$(MEMORY)") $(if $(CPU),PM_GRADE_CPU="$(CPU)") \
+	    $(if $(CELL_CPU),PM_GRADE_CELL_CPU="$(CELL_CPU)") \
 	    $(BIN)/pm-course grade $(if $(ZIP),,"$(SUBMISSIONS)") $(if $(JOBS),--jobs "$(JOBS)") \
 	    $(if $(STUDENT),--student "$(STUDENT)") $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)")
 

@@ -17,8 +17,12 @@ c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(COURSE, "gradebook.db") + "?timeout=60"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 
-# Student code can loop forever: stop each cell after 10 s and grade what ran.
-c.Execute.timeout = 10
+# Student code can loop forever: stop a cell after 10 s of CPU time (PM_GRADE_CELL_CPU), or six
+# times that on the wall clock for code that waits, and go on from a new kernel that has run the
+# earlier cells again (pm_course/limits.py): the limit counts the student's code, not the machine's load.
+from pm_course.limits import CpuLimitedExecute, cell_limits  # noqa: E402
+
+c.Execute.timeout = cell_limits()[0]
 c.Execute.interrupt_on_timeout = True
 # A loop that prints keeps the output channel busy after the interrupt: give
 # up waiting for the rest of its output rather than failing the whole notebook.
@@ -35,8 +39,9 @@ from nbgrader.converters.autograde import Autograde  # noqa: E402
 from nbgrader.preprocessors import Execute  # noqa: E402
 
 
-class ExecuteWithOutputCap(Execute):
-    """nbgrader's Execute, keeping at most ``max_output_chars`` of output per cell."""
+class ExecuteWithOutputCap(CpuLimitedExecute):
+    """nbgrader's Execute with CPU limits (pm_course/limits.py), keeping at most ``max_output_chars`` of output
+    per cell."""
 
     max_output_chars = 1_000_000
     _chars = 0  # output kept so far for the running cell

@@ -313,7 +313,7 @@ class HideHiddenTests(Preprocessor):
     """Strip hidden tests and grader lines from a graded notebook's copy for students, and say why points were lost."""
 
     enabled = True  # nbconvert skips preprocessors that are not enabled
-    cell_timeout = Integer(10, help="seconds a cell may run (Execute.timeout), for the timeout's reason").tag(
+    cell_timeout = Integer(10, help="CPU seconds a cell may use (Execute.timeout), for the timeout's reason").tag(
         config=True)
 
     def preprocess(self, nb, resources):
@@ -362,9 +362,10 @@ class HideHiddenTests(Preprocessor):
     def reason(self, error, cell, span, function, points) -> tuple[str, str]:
         """(name, message) for an error in a graded cell."""
         ename, evalue = error.get("ename", ""), error.get("evalue", "")
-        if ename in ("CellTimeoutError", "KeyboardInterrupt"):  # how nbgrader's Execute stops a cell
-            return "TimeoutError", (f"the cell ran longer than {self.cell_timeout} s and was stopped (is there a"
-                                    f" loop that never ends?): 0 of {points:g} points")
+        if ename in ("CellTimeoutError", "KeyboardInterrupt"):  # how the grader stops a cell (pm_course/limits.py)
+            said = evalue if ename == "CellTimeoutError" and evalue.startswith("the cell ") else \
+                f"the cell used more than {self.cell_timeout} s of CPU time"
+            return "TimeoutError", f"{said} and was stopped (is there a loop that never ends?): 0 of {points:g} points"
         missing = re.fullmatch(r"name '(\w+)' is not defined", evalue)
         if ename == "NameError" and missing:
             return ename, (f"`{missing.group(1)}` is not defined: the cell that defines it was deleted, renamed"

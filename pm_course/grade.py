@@ -430,11 +430,12 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         Where the source changed a written cell's points since its review, scale the review to the new
         points (``--rescale-reviews``); default: the review goes back to awaiting review.
     """
-    from . import sandbox
+    from . import limits, sandbox
 
     print(sandbox.check())
     n = jobs(n_jobs)
     print(f"Grading {n} notebook(s) at a time (JOBS).")
+    print(limits.describe())
     if submissions is not None:
         raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
     entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)

@@ -14,6 +14,8 @@ nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 =====================  ================================================  ========
 ``PM_GRADE_MEMORY``    address space per kernel process (bytes, K/M/G)   ``2G``
 ``PM_GRADE_CPU``       CPU seconds per kernel process                    ``120``
+                       (each cell's own limit: ``PM_GRADE_CELL_CPU``,
+                       :mod:`pm_course.limits`)
 ``PM_GRADE_PROCS``     processes and threads per sandbox (cgroups only)  ``64``
 ``PM_GRADE_UNSAFE=1``  run kernels unconfined where the sandbox cannot
                        start (``make grade UNSAFE=1`` sets it); in batch
@@ -116,6 +118,25 @@ def make_cgroup(name: str) -> list[Path]:
         remove_cgroup(made)
         return []
     return made
+
+
+def make_cpu_cgroup(name: str) -> list[Path]:
+    """A cgroup that counts one sandbox's CPU time (cgroups v1 ``cpuacct``, else v2); [] where none can be made.
+
+    Cell time limits count its CPU seconds (:mod:`pm_course.limits`); without it they
+    count those of the kernel's process tree.
+    """
+    for parent in (CGROUP_V1 / "cpuacct", CGROUP_V1 / "cpu,cpuacct", CGROUP_V1, CGROUP_V1 / "unified"):
+        v2 = (parent / "cgroup.controllers").exists()
+        if not (v2 or (parent / "cpuacct.usage").exists()) or not os.access(parent, os.W_OK):
+            continue
+        group = parent / f"pm-{name}" if v2 else parent / name
+        try:
+            group.mkdir()
+        except OSError:
+            continue
+        return [group]
+    return []
 
 
 def remove_cgroup(groups: list[Path], wait: float = 5.0) -> None:
@@ -703,7 +724,7 @@ class SandboxKernelManager(AsyncKernelManager):
                     raise RuntimeError("the sandbox did not start (bubblewrap wrote no child-pid)") from None
                 await asyncio.sleep(0.002)
         nbytes, cpu = limits()
-        Template.get().fork({"sandbox_pid": pid, "alive": str(self._runtime / "alive"), "cwd": self._work,
+        self._kernel_pid = Template.get().fork({"sandbox_pid": pid, "alive": str(self._runtime / "alive"), "cwd": self._work,
                              "env": {**self._env, **self._setenv}, "argv": self._kernel_args,
                              "memory": nbytes, "cpu": cpu, "cgroups": [str(g) for g in self._cgroups]})
 
@@ -719,7 +740,7 @@ class SandboxKernelManager(AsyncKernelManager):
         else:
             argv = bwrap_argv(work, self._runtime)
             self._warm = getattr(self, "_warm", False) and "ipykernel_launcher" in kernel
-        self._cgroups = make_cgroup(self._runtime.name)
+        self._cgroups = make_cgroup(self._runtime.name) + make_cpu_cgroup(self._runtime.name)
         if self._warm:
             # the sandbox holds a placeholder until the kernel forked into it ends (the FIFO's last
             # writer closes it); bubblewrap writes the placeholder's process ID to info.json
@@ -775,10 +796,11 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_runtime", None):
             graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
-            if graded and (self._runtime / "probes").is_dir():  # kept for pm_course/hidden.py
+            if graded and (self._runtime / "probes").is_dir():  # kept for pm_course/hidden.py; added to
+                # what earlier kernels of the same notebook probed (a kernel made again after a cell was
+                # stopped: pm_course/limits.py); the grader empties the folder before the notebook runs
                 keep = course_dir() / "probes" / graded[0] / graded[1]
-                shutil.rmtree(keep, ignore_errors=True)
-                shutil.copytree(self._runtime / "probes", keep)
+                shutil.copytree(self._runtime / "probes", keep, dirs_exist_ok=True)
             if getattr(self, "_stderr", None):
                 self._stderr.close()
             shutil.rmtree(self._runtime, ignore_errors=True)

@@ -187,7 +187,7 @@ LOST = {  # student -> what their feedback says about the points of test-proj
     "ivy_fooled": f"HiddenTestFailed: a hidden test of extract_projector found a wrong value: 0 of {POINTS} points",
     "jo_renamed": "NameError: extract_projector is not defined: the cell that defines it was deleted, renamed,"
                   " not run, or raised an error",
-    "kim_loops": "TimeoutError: the cell ran longer than 10 s and was stopped",
+    "kim_loops": "TimeoutError: the cell used more than 10 s of CPU time and was stopped",
 }
 
 
