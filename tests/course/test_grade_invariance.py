@@ -118,14 +118,13 @@ def test_a_shuffled_download_grades_the_same(tmp, reference):
     assert text == reference[1]
 
 
-@pytest.mark.xfail(strict=False, reason="issue 40 item 2: the unconfined mode does not yet write the hidden tests'"
-                                        " probes where the grader reads them (every right answer scores 0)")
 def test_unconfined_grades_as_the_sandbox_does(tmp, download, reference):
-    """(e): bubblewrap made unusable (a bwrap that fails), PM_GRADE_UNSAFE=1: the grades are the sandbox's."""
+    """(e): bubblewrap made unusable (a bwrap that fails), the unconfined mode asked for by name (as batch use
+    must: CI set, no terminal): the grades are the sandbox's."""
     fake = tmp / "no-bwrap"
     fake.mkdir(exist_ok=True)
     (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     (fake / "bwrap").chmod(0o755)
-    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "PM_GRADE_UNSAFE": "1"}
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "PM_GRADE_UNSAFE": "unconfined"}
     _, text = graded(tmp, "unconfined", download, 2, env=env)
     assert text == reference[1]
