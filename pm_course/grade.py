@@ -78,8 +78,12 @@ def machine_fault(log: str) -> str | None:
     found = MACHINE_FAULT.search(log)
     if found is None:
         return None
-    line = log[log.rfind("\n", 0, found.start()) + 1: log.find("\n", found.end()) % (len(log) + 1) or None]
-    return line.strip()[:200] or found.group(0)
+    line = log[log.rfind("\n", 0, found.start()) + 1: log.find("\n", found.end()) % (len(log) + 1) or None].strip()
+    if len(line) <= 200:
+        return line or found.group(0)
+    # a long line (a failed copy lists every file): the fault first, then as much of the line as fits
+    what = "No space left on device" if found.group(0).startswith("Errno 28") else found.group(0).strip(": ")
+    return f"{what}: {line[:160]}..."
 
 
 # why a notebook, as handed in, cannot be graded: its JSON or its nbgrader metadata is damaged, its kernel died of its

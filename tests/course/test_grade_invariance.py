@@ -22,7 +22,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from limits_class import (CRASH, NAME, NOTEBOOK, PRINTS, RECURSION, RIGHT_COPY, SWALLOWS_INPUT, busy,  # noqa: E402
                           notebook, pm_course, scores, slow)
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "course"))
-from conftest import answered  # noqa: E402
+from conftest import answered  # tests/course (on sys.path for its tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME, NOTEBOOK = "01_copying", "copying.ipynb"
