@@ -61,7 +61,7 @@ class Trace(NamedTuple):
 
     @property
     def patterns(self) -> list:
-        """Deprecated name of :attr:`attention_weights` (the book's *pattern* is a row of ``X W^P``).
+        """Deprecated name of ``Trace.attention_weights`` (the book's *pattern* is a row of ``X W^P``).
 
         Issues a ``PendingDeprecationWarning``, as :func:`attnlib.attention_pattern` does.
         """
@@ -382,7 +382,7 @@ class Model:
         return self.trace(tokens).attention_weights
 
     def patterns(self, tokens) -> list:
-        """Deprecated name of :meth:`attention_weights` (the book's *pattern* is a row of ``X W^P``).
+        """Deprecated name of ``Model.attention_weights`` (the book's *pattern* is a row of ``X W^P``).
 
         Issues a ``PendingDeprecationWarning``, as :func:`attnlib.attention_pattern` does.
         """
