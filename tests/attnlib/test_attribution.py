@@ -352,3 +352,38 @@ def test_qk_contrast_is_the_attribution_minus_its_mean_over_the_other_keys(name)
     assert abs(c.total - (S[k] - np.delete(S, k).mean())) < 1e-10
     with pytest.raises(ValueError, match="needs another key"):
         qk_contrast(m, toks, layer, 1, 0, 0)
+
+
+def test_the_graph_s_edges_and_values_keep_clear_of_the_boxes():
+    """No edge passes through a node it does not join, and no value's label covers a node or another label."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from attnlib import incontext
+    from attnlib.attribution import attribution_graph, plot_graph
+    m = load("plays_2l_spans")
+    seqs = incontext.repeated_random(m, n=1, copies=2, seed=16)
+    half = (seqs.shape[1] - 1) // 2
+    q = 1 + half + half // 2
+    links = attribution_graph(m, seqs[0], q, int(seqs[0, q + 1]), 1, 0, q - half + 1, top=3)
+    ax = plot_graph(links, token_names=m.token_names, tokens=seqs[0])
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    nodes = [t for t in ax.texts if "@" in t.get_text()]
+    values = [t for t in ax.texts if t.get_text()[:1] in "+-" and t.get_text() != ""]
+    assert len(values) == sum(e.source.term != "(rest)" for e in links)
+    node_box = {t.get_text(): t.get_bbox_patch().get_window_extent(renderer) for t in nodes}
+    value_box = [t.get_bbox_patch().get_window_extent(renderer) for t in values]
+    for i, v in enumerate(value_box):
+        assert not any(v.overlaps(b) for b in node_box.values()), f"{values[i].get_text()} covers a node"
+        assert not any(v.overlaps(w) for w in value_box[:i]), f"{values[i].get_text()} covers another value"
+    arrows = [t.arrow_patch for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+    assert len(arrows) == len(values)
+    for arrow in arrows:
+        points = arrow.get_path().interpolated(60).vertices  # display coordinates
+        points = points[4:-8]  # not the ends, where it leaves its source and enters its target (the head)
+        inside = [name for name, b in node_box.items()
+                  if any(b.contains(x, y) for x, y in points)]
+        assert not inside, f"an edge passes through {inside}"
+    plt.close("all")
