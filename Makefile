@@ -88,13 +88,19 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
-	@# one BLAS thread per worker: PARALLEL workers share the cores, rather than twice as many threads
+	@# The book build executes every notebook afresh (tests/book/site/test_outputs.py then compares
+	@# each stored output with it, by nbval's rules; pytest --nbval NOTEBOOK checks one on its own).
+	@# It runs beside the unit and course tests, at a lower priority: the tests wait on kernels and
+	@# subprocesses about a third of their time, which the build fills. Its log: _build/book.log.
+	@# One BLAS thread per pytest worker: PARALLEL workers share the cores, rather than twice as many threads.
+	@mkdir -p _build; { nice -n 10 $(MAKE) --no-print-directory book && nice -n 10 $(BIN)/pm-course book; } \
+	    > _build/book.log 2>&1 & book=$$!; \
+	echo "$(BIN)/python -m pytest tests attnlib pm_course  (the books meanwhile: _build/book.log)"; \
 	$(if $(PARALLEL),OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) $(BIN)/python -m pytest tests attnlib pm_course \
-	    --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile)
-	@# The book build executes every notebook afresh; tests/book/site/test_outputs.py then compares
-	@# each stored output with it, by nbval's rules (pytest --nbval NOTEBOOK checks one on its own).
-	$(MAKE) --no-print-directory book
-	$(BIN)/pm-course book
+	    --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile); unit=$$?; \
+	if wait $$book; then tail -3 _build/book.log; \
+	else tail -60 _build/book.log; echo "The book build failed (the whole log: _build/book.log)."; exit 1; fi; \
+	exit $$unit
 	@# The two PDFs reuse what these builds made (PDF_FRESH=) and are typeset (one core) while the
 	@# browser tests look at both sites; their log is in _build/pdf.log, shown if they fail.
 	@{ $(MAKE) --no-print-directory pdf PDF_FRESH= && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } \

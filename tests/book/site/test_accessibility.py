@@ -2,9 +2,11 @@
 
 * axe-core (pinned on npm, installed by ``make test`` beside the browser) runs its
   WCAG 2.0/2.1 A and AA rules on every page of the site, in the light and the dark
-  theme, and of the course edition where it was built; any violation fails, naming
-  the rule, the elements and the page. A page with a nameless button shows the
-  check can fail.
+  theme, and on each page of the course edition (where it was built) that is not the
+  web edition's page in other words (the same elements and attributes, the same
+  styles): its student versions, and outputs printed otherwise. Any violation fails,
+  naming the rule, the elements and the page. A page with a nameless button shows
+  the check can fail.
 * Keyboard: each interactive figure is reached with Tab alone, shows its focus, and
   the arrow keys move it: the frame and its text alternative change.
 * Reflow (WCAG 1.4.10): at 320 CSS pixels nothing but a code block is wider than
@@ -13,7 +15,9 @@
 from __future__ import annotations
 
 import os
+import re
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import browser as browser_mod
@@ -48,11 +52,50 @@ EDITIONS = {"site": SITE}
 if COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") == "true":
     EDITIONS["course"] = COURSE_SITE  # make test builds it (make pdf EDITION=course) before this file
 
+_HASHES = re.compile(r"\?v=[0-9a-f]+")  # cache-busting suffixes, which differ between two builds
+_IDS = re.compile(r"[0-9a-f]{32,}")  # the ids an animation draws at random, content hashes
+_NAMES = {"alt", "title", "aria-label", "value", "content"}  # their words differ; that they are there counts
+
+
+class _Skeleton(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.out: list = []
+
+    def handle_starttag(self, tag, attrs):
+        self.out.append((tag, tuple((k, bool(v and v.strip()) if k in _NAMES else _IDS.sub("#", _HASHES.sub("", v or "")))
+                                    for k, v in attrs)))
+
+    def handle_endtag(self, tag):
+        self.out.append(("/", tag))
+
+    def handle_data(self, data):
+        if data.strip() and self.out[-1:] != ["text"]:
+            self.out.append("text")
+
+
+def skeleton(html: str) -> list:
+    """What axe-core's WCAG rules see of a page, given its styles: every element with its attributes
+    (names and alternatives only as present or empty), and where there is text, not its words."""
+    parser = _Skeleton()
+    parser.feed(html)
+    return parser.out
+
+
+def _course_pages() -> list[str]:
+    """The course edition's pages that are not the web edition's page in other words (the same skeleton,
+    and the same styles: test_the_editions_share_their_styles): exercises, and outputs printed otherwise."""
+    if "course" not in EDITIONS or not COURSE_SITE.exists():
+        return _pages(COURSE_SITE)
+    return [p for p in _pages(COURSE_SITE) if not SITE.joinpath(p).exists()
+            or skeleton(SITE.joinpath(p).read_text(encoding="utf-8"))
+            != skeleton(COURSE_SITE.joinpath(p).read_text(encoding="utf-8"))]
+
 
 def test_the_course_edition_was_built():
     assert COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") != "true", \
         f"no course edition at {COURSE_SITE}: make pdf EDITION=course builds it"
-CASES = [(edition, page) for edition, site in EDITIONS.items() for page in _pages(site)]
+CASES = [("site", page) for page in _pages(SITE)] + [("course", page) for page in _course_pages() if "course" in EDITIONS]
 
 
 
@@ -152,6 +195,28 @@ def test_no_axe_violations(edition, page, servers, browser):
         open_in(browser, servers[edition][theme], page, theme)
         found = violations(browser)
         assert not found, f"{edition} {page}, {theme} theme: {_say(found)}"
+
+
+@pytest.mark.skipif("course" not in EDITIONS, reason="the course edition was not built")
+def test_the_editions_share_their_styles():
+    """A course-edition page with the web edition's skeleton is not checked again: the two editions'
+    styles, scripts and fonts must then be the same files."""
+    def files(site):
+        return {str(p.relative_to(site)): p.read_bytes() for p in (site / "_static").rglob("*")
+                if p.is_file() and p.suffix in {".css", ".js", ".woff", ".woff2", ".ttf"}}
+    web, course = files(SITE), files(COURSE_SITE)
+    assert web.keys() == course.keys() and all(web[k] == course[k] for k in web), \
+        sorted(k for k in web.keys() | course.keys() if web.get(k) != course.get(k))[:10]
+    assert len(_course_pages()) < len(_pages(COURSE_SITE))  # pages are left out, and
+    assert any(p.startswith("exercises/") for p in _course_pages())  # the student versions are not
+
+
+def test_a_skeleton_tells_markup_from_words():
+    page = '<p class="x">Some words <img alt="a plot" src="a.png?v=1f"></p>'
+    assert skeleton(page) == skeleton('<p class="x">Other words <img alt="another plot" src="a.png?v=2e"></p>')
+    assert skeleton(page) != skeleton('<p class="x">Some words <img alt="" src="a.png"></p>')  # no alternative
+    assert skeleton(page) != skeleton('<p class="y">Some words <img alt="a plot" src="a.png"></p>')  # other colours
+    assert skeleton(page) != skeleton('<p class="x">Some words <img alt="a plot" src="a.png"><button></button></p>')
 
 
 def test_axe_finds_a_broken_page(tmp_path, browser):
