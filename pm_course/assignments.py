@@ -97,7 +97,7 @@ def _keep_earlier_release(name: str) -> None:
 
 
 def assignments(names: list[str] | None = None) -> None:
-    """Check every assignment's test cells, then release ``names`` (default: all) with nbgrader.
+    """Check the test cells of ``names`` (default: every assignment), then release them with nbgrader.
 
     Raises
     ------
@@ -107,13 +107,14 @@ def assignments(names: list[str] | None = None) -> None:
     """
     import nbformat
 
-    problems = [p for name in assignment_names() for p in test_cells_stand_alone(name)]
-    problems += [p for name in assignment_names()
+    names = assignment_names() if names is None else names
+    problems = [p for name in names for p in test_cells_stand_alone(name)]
+    problems += [p for name in names
                  for p in isolate.problems(nbformat.read(source_notebook(name), as_version=4), name)]
     if problems:
         raise CourseError("Each test cell must stand alone (a student may delete or break another) and judge"
                           " its own function (see pm_course/isolate.py):\n  " + "\n  ".join(problems))
-    for name in assignment_names() if names is None else names:
+    for name in names:
         digest = source_hash(name)  # of the source as it is now, before nbgrader reads it
         _keep_earlier_release(name)
         step("generate_assignment", name, force=True)

@@ -451,7 +451,9 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course collect first,"
                           " or pass the submissions folder to grade")
     _hide_sources()
-    changed = assignments_mod.stale()
+    # the student versions of what was handed in, made or made again (the others wait for pm-course assignments)
+    handed_in = {e.assignment for e in entries if e.status != submissions_mod.MISSING}
+    changed = [a for a in assignments_mod.stale() if a in handed_in]
     if changed:
         released = [a for a in changed if (COURSE / "release" / a).is_dir()]
         if released:

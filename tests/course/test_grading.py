@@ -537,6 +537,32 @@ print("ok")
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
+def test_a_new_gradebook_is_stamped_with_the_revision_alembic_names_without_running_it(tmp_path):
+    """nbgrader asks the `alembic` command for the schema's newest revision (3 s a course); the grader
+    reads it from the migration scripts: the same revision, and the command is never run."""
+    import nbgrader.dbutil
+
+    with nbgrader.dbutil._temp_alembic_ini("sqlite://") as ini:  # what nbgrader itself would run
+        heads = subprocess.run([str(Path(sys.executable).parent / "alembic"), "-c", ini, "heads"],
+                               capture_output=True, text=True, timeout=120, check=True).stdout
+    assert course.alembic_head() == heads.split()[0]
+    code = """
+import sqlite3, subprocess
+from pm_course import course
+from nbgrader.api import Gradebook
+def refuse(*args, **kwargs):
+    raise AssertionError(f"a command was run: {args}")
+subprocess.check_output = subprocess.run = subprocess.Popen = refuse
+url = course.api().coursedir.db_url
+with Gradebook(url):
+    pass
+print(sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]).execute("select version_num from alembic_version").fetchall())
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course")), timeout=120)
+    assert proc.stdout.strip() == str([(heads.split()[0],)]), proc.stderr[-2000:]
+
+
 def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
     """JOBS=2 writes the gradebook from two processes, longest notebooks first: the grades are those of JOBS=1."""
     subs = tmp_path / "class"
