@@ -148,6 +148,12 @@ def test_every_student_and_assignment_has_a_status(graded):
     assert {r["max_score"] for (s, a), r in rows.items() if a == NAME} == {"3"}
 
 
+def test_grade_makes_the_student_versions_of_what_was_handed_in_only(graded):
+    """Releasing all ten assignments took a new course 10 s: grade releases the two handed in."""
+    course = graded[2]
+    assert sorted(p.name for p in (course / "release").iterdir() if p.is_dir()) == ["02_averaging", NAME]
+
+
 def test_renamed_and_unused_files_are_reported_and_a_summary_printed(graded):
     proc, rows, _ = graded
     assert f"bob/{NAME}: grading bob/{NAME}/subspace (2).ipynb as {NAME}/{NOTEBOOK}" in proc.stdout
