@@ -88,28 +88,27 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
-	@# The book build executes every notebook afresh (tests/book/site/test_outputs.py then compares
-	@# each stored output with it, by nbval's rules; pytest --nbval NOTEBOOK checks one on its own).
-	@# It runs beside the unit and course tests, at a lower priority: the tests wait on kernels and
-	@# subprocesses about a third of their time, which the build fills. Its log: _build/book.log.
-	@# One BLAS thread per pytest worker: PARALLEL workers share the cores, rather than twice as many threads.
-	@mkdir -p _build; { nice -n 10 $(MAKE) --no-print-directory book && nice -n 10 $(BIN)/pm-course book; } \
-	    > _build/book.log 2>&1 & book=$$!; \
-	echo "$(BIN)/python -m pytest tests attnlib pm_course  (the books meanwhile: _build/book.log)"; \
+	@# Two lines of work at once, each mostly waiting on kernels, subprocesses and the browser:
+	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book
+	@# (both editions: the build executes every notebook afresh, and tests/book/site/test_outputs.py
+	@# compares each stored output with it, by nbval's rules), then the browser tests of both
+	@# sites while both PDFs are typeset. The builds run at a lower priority; the logs are in
+	@# _build/ (book.log, site.log, pdf.log), each shown when its step fails.
+	@mkdir -p _build; rm -f _build/site.log; \
+	( { nice -n 10 $(MAKE) --no-print-directory book && nice -n 10 $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
+	  { nice -n 10 $(MAKE) --no-print-directory pdf PDF_FRESH= \
+	    && nice -n 10 $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } > _build/pdf.log 2>&1 & pdf=$$!; \
+	  $(BIN)/python -m pytest tests/book/site > _build/site.log 2>&1; site=$$?; \
+	  wait $$pdf || exit 102; exit $$site ) & books=$$!; \
+	echo "$(BIN)/python -m pytest tests attnlib pm_course  (meanwhile: the books, then their browser tests and the PDFs)"; \
 	$(if $(PARALLEL),OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) $(BIN)/python -m pytest tests attnlib pm_course \
 	    --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile); unit=$$?; \
-	if wait $$book; then tail -3 _build/book.log; \
-	else tail -60 _build/book.log; echo "The book build failed (the whole log: _build/book.log)."; exit 1; fi; \
-	exit $$unit
-	@# The two PDFs reuse what these builds made (PDF_FRESH=) and are typeset (one core) while the
-	@# browser tests look at both sites; their log is in _build/pdf.log, shown if they fail.
-	@{ $(MAKE) --no-print-directory pdf PDF_FRESH= && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } \
-	    > _build/pdf.log 2>&1 & pdf=$$!; \
-	echo "$(BIN)/python -m pytest tests/book/site  (the PDFs meanwhile: _build/pdf.log)"; \
-	$(BIN)/python -m pytest tests/book/site; site=$$?; \
-	if wait $$pdf; then grep -E '^(PDF|Course edition PDF):' _build/pdf.log; \
-	else tail -60 _build/pdf.log; echo "The PDF build failed (the whole log: _build/pdf.log)."; exit 1; fi; \
-	exit $$site
+	test -f _build/site.log || echo "waiting for the books (_build/book.log)"; wait $$books; books=$$?; \
+	if [ $$books = 101 ]; then tail -60 _build/book.log; echo "The book build failed (the whole log: _build/book.log)."; exit 1; fi; \
+	tail -3 _build/book.log; echo "$(BIN)/python -m pytest tests/book/site  (_build/site.log)"; cat _build/site.log; \
+	if [ $$books = 102 ]; then tail -60 _build/pdf.log; echo "The PDF build failed (the whole log: _build/pdf.log)."; exit 1; fi; \
+	grep -E '^(PDF|Course edition PDF):' _build/pdf.log; \
+	[ $$unit = 0 ] && [ $$books = 0 ]
 	$(BIN)/python -m pytest tests/book/pdf
 	@echo "Screenshots of every page: _build/screenshots/"
 
