@@ -4,7 +4,9 @@ A cell may use PM_GRADE_CELL_CPU seconds of CPU time; the wall clock only
 backs that up (six times as long), and a cell that is stopped, or whose kernel
 dies, costs no later cell: a new kernel replays the cells that finished.
 """
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from limits_class import (CRASH, NAME, RECURSION, SWALLOWS_INPUT, SWALLOWS_SLEEP, busy, notebook, pm_course,  # noqa: E402
-                          scores, slow, write)
+from limits_class import (CRASH, NAME, NOTEBOOK, RECURSION, SWALLOWS_INPUT,  # noqa: E402
+                          SWALLOWS_SLEEP, busy, notebook, pm_course, scores, slow, write)
 
 from pm_course import limits  # noqa: E402
 
@@ -96,9 +98,6 @@ def test_a_cell_the_interrupt_cannot_stop_costs_no_later_cell_and_regrades_agree
 def stopped_cells(course: Path, log: str) -> dict[str, list[tuple[str, str]]]:
     """{student: [(the stopped cell's grade id, or "the cell before <grade id>" for a cell a student added, the
     reason)]}, from the grader's log lines ("cell stopped: <reason> (code cell at index <i>)")."""
-    import json
-    import re
-
     stops: dict[str, list[tuple[str, str]]] = {}
     student = None
     for line in log.splitlines():
@@ -106,7 +105,7 @@ def stopped_cells(course: Path, log: str) -> dict[str, list[tuple[str, str]]]:
             student = m[1]
             stops.setdefault(student, [])
         elif m := re.search(r"cell stopped: (.*) \(code cell at index (\d+)\)", line):
-            cells = json.loads((course / "autograded" / student / NAME / "copying.ipynb").read_text())["cells"]
+            cells = json.loads((course / "autograded" / student / NAME / NOTEBOOK).read_text())["cells"]
             index = int(m[2])
             gid = cells[index]["metadata"].get("nbgrader", {}).get("grade_id")
             if gid is None:

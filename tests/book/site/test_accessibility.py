@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -63,8 +64,9 @@ class _Skeleton(HTMLParser):
         self.out: list = []
 
     def handle_starttag(self, tag, attrs):
-        self.out.append((tag, tuple((k, bool(v and v.strip()) if k in _NAMES else _IDS.sub("#", _HASHES.sub("", v or "")))
-                                    for k, v in attrs)))
+        def kept(k, v):  # a name: whether there is one; anything else: as written, ids and hashes aside
+            return bool(v and v.strip()) if k in _NAMES else _IDS.sub("#", _HASHES.sub("", v or ""))
+        self.out.append((tag, tuple((k, kept(k, v)) for k, v in attrs)))
 
     def handle_endtag(self, tag):
         self.out.append(("/", tag))
@@ -82,11 +84,12 @@ def skeleton(html: str) -> list:
     return parser.out
 
 
+@functools.cache
 def _course_pages() -> list[str]:
     """The course edition's pages that are not the web edition's page in other words (the same skeleton,
     and the same styles: test_the_editions_share_their_styles): exercises, and outputs printed otherwise."""
-    if "course" not in EDITIONS or not COURSE_SITE.exists():
-        return _pages(COURSE_SITE)
+    if "course" not in EDITIONS:
+        return []
     return [p for p in _pages(COURSE_SITE) if not SITE.joinpath(p).exists()
             or skeleton(SITE.joinpath(p).read_text(encoding="utf-8"))
             != skeleton(COURSE_SITE.joinpath(p).read_text(encoding="utf-8"))]
@@ -95,7 +98,7 @@ def _course_pages() -> list[str]:
 def test_the_course_edition_was_built():
     assert COURSE_SITE.joinpath("index.html").exists() or os.environ.get("CI") != "true", \
         f"no course edition at {COURSE_SITE}: make pdf EDITION=course builds it"
-CASES = [("site", page) for page in _pages(SITE)] + [("course", page) for page in _course_pages() if "course" in EDITIONS]
+CASES = [("site", page) for page in _pages(SITE)] + [("course", page) for page in _course_pages()]
 
 
 
