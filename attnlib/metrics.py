@@ -310,7 +310,7 @@ def _measure_induction(model, batch, tr, out):
     W_E, W_U = model.W_E[:n_tokens], model.W_U[:, :n_tokens]  # the segment tokens, not BOS
     out["induction_copying_score"] = float(copying_score(full_ov_circuit(W_E, model.layers[L], W_U)[ind]))
     out["ablated_repeat_accuracy"] = {
-        _head(l, i): accuracy(model.forward(batch.tokens, ablate=[(l, i)]), batch.targets, repeat)
+        _head(l, i): accuracy(model.forward(batch.tokens, ablate=[(l, i)], clean=tr), batch.targets, repeat)
         for l, w in enumerate(model.layers) for i in range(w.n_heads)}
     out["composition"] = {k: [round(float(s), 6) for s in composition_score(k, model.layers[L], model.layers[0])[ind]]
                           for k in "qkv"}

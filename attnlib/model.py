@@ -316,7 +316,7 @@ class Model:
                                  f" ({self.n_layers} layers of {[w.n_heads for w in self.layers]} heads)")
         return pairs
 
-    def trace(self, tokens, ablate=()) -> Trace:
+    def trace(self, tokens, ablate=(), clean: Trace | None = None) -> Trace:
         """Run the model and keep every intermediate: attention weights, each head's write, the stream.
 
         Parameters
@@ -325,26 +325,48 @@ class Model:
             Token ids in ``0 .. vocab - 1``, ``T <= n_ctx``; leading axes are a batch.
         ablate : collection of (layer, head)
             Heads whose term is dropped from the sum over heads.
+        clean : Trace, optional
+            The trace of the same ``tokens`` with nothing ablated: the layers up to
+            the first one with an ablated head are read from it, not computed again
+            (TransformerLens's ``start_at_layer``); the result is the same, bit for bit.
 
         Returns
         -------
         Trace
+
+        >>> m = load("induction")
+        >>> toks = [50, 1, 2, 3, 1, 2]
+        >>> clean = m.trace(toks)
+        >>> bool(np.array_equal(m.trace(toks, ablate=[(1, 0)], clean=clean).logits,
+        ...                     m.trace(toks, ablate=[(1, 0)]).logits))
+        True
         """
         tokens = self._tokens(tokens)
         dropped = self._ablation(ablate)
         T = tokens.shape[-1]
         x = self.W_E[tokens] + self.W_pos[:T]  # (..., T, d_model)
         stream, weights, writes = [x], [], []
-        for l, w in enumerate(self.layers):
-            h, d = w.n_heads, w.d_head
-            QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
-            QKV = np.swapaxes(QKV.reshape(*QKV.shape[:-1], 3 * h, d), -3, -2)  # (..., 3 * n_heads, T, d_head)
-            Q, K, V = QKV[..., :h, :, :], QKV[..., h:2 * h, :, :], QKV[..., 2 * h:, :, :]
-            if self.smear is not None:  # each key mixed with the one before it
-                s = self.smear[l][:, None, None]  # (n_heads, 1, 1)
-                K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-            A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
-            out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
+        start = 0  # the first layer computed here
+        if clean is not None:
+            if not isinstance(clean, Trace) or not np.array_equal(clean.embedding, x):
+                raise ValueError("clean must be the Trace of these same tokens with nothing ablated")
+            start = min((l for l, _ in dropped), default=self.n_layers)
+            stream, weights, writes = list(clean.residual[:start + 1]), clean.attention_weights[:start], \
+                clean.writes[:start]
+            x = stream[-1]
+        for l in range(start, self.n_layers):
+            w, h, d = self.layers[l], self.layers[l].n_heads, self.layers[l].d_head
+            if clean is not None and l == start:  # its heads read the clean stream: only their sum changes
+                A, out = clean.attention_weights[l], clean.writes[l]
+            else:
+                QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
+                QKV = np.swapaxes(QKV.reshape(*QKV.shape[:-1], 3 * h, d), -3, -2)  # (..., 3 * n_heads, T, d_head)
+                Q, K, V = QKV[..., :h, :, :], QKV[..., h:2 * h, :, :], QKV[..., 2 * h:, :, :]
+                if self.smear is not None:  # each key mixed with the one before it
+                    s = self.smear[l][:, None, None]  # (n_heads, 1, 1)
+                    K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
+                A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
+                out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
             keep = np.array([(l, i) not in dropped for i in range(h)])
             x = x + (out * keep[:, None, None]).sum(axis=-3)
             weights.append(A)
@@ -352,7 +374,7 @@ class Model:
             stream.append(x)
         return Trace(stream[0], weights, writes, np.stack(stream), x @ self.W_U)
 
-    def forward(self, tokens, ablate=()) -> np.ndarray:
+    def forward(self, tokens, ablate=(), clean: Trace | None = None) -> np.ndarray:
         """Logits for the next token at every position.
 
         Parameters
@@ -360,12 +382,14 @@ class Model:
         tokens : (..., T) array_like of int
         ablate : collection of (layer, head)
             Drop these heads' terms from the sum over heads (zero ablation).
+        clean : Trace, optional
+            The un-ablated trace of the same tokens, to start from (see :meth:`trace`).
 
         Returns
         -------
         (..., T, vocab) ndarray
         """
-        return self.trace(tokens, ablate).logits
+        return self.trace(tokens, ablate, clean).logits
 
     def attention_weights(self, tokens) -> list:
         """Every head's attention weights: one ``(..., n_heads, T, T)`` array per layer.

@@ -86,6 +86,23 @@ def test_the_stream_is_the_embedding_plus_every_heads_write_and_ablation_drops_o
         assert np.allclose(p.sum(axis=-1), 1) and np.allclose(np.triu(p, 1), 0)  # causal distributions
 
 
+@pytest.mark.parametrize("name", ["induction", "plays_2l"])
+def test_an_ablation_started_from_the_clean_trace_is_the_same_bit_for_bit(name):
+    model = load(name)
+    tokens = sample(model, 3, 7, T=24)  # a batch of 3
+    clean = model.trace(tokens)
+    heads = [(l, i) for l in range(model.n_layers) for i in range(model.layers[l].n_heads)]
+    for ablate in [[], *[[h] for h in heads], [heads[-1], heads[0]]]:
+        again, fresh = model.trace(tokens, ablate=ablate, clean=clean), model.trace(tokens, ablate=ablate)
+        for field, a, b in zip(fresh._fields, again, fresh):
+            assert all(np.array_equal(x, y) for x, y in zip(a, b)) if isinstance(a, list) \
+                else np.array_equal(a, b), (ablate, field)
+    assert not np.array_equal(model.forward(tokens, ablate=heads[:1], clean=clean), clean.logits)
+    for other in (model.trace(tokens[:2]), model.trace(sample(model, 3, 8, T=24)), clean.logits):
+        with pytest.raises(ValueError, match="same tokens"):
+            model.trace(tokens, ablate=heads[:1], clean=other)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_cards_metrics_are_what_the_shipped_weights_give(name):
     model = load(name)
