@@ -88,12 +88,12 @@ serve:
 
 # --- tests ----------------------------------------------------------------
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
-	@# Two lines of work at once, each mostly waiting on kernels, subprocesses and the browser:
+	@# Two lines of work at once, which keep two cores busy throughout:
 	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book
 	@# (both editions: the build executes every notebook afresh, and tests/book/site/test_outputs.py
 	@# compares each stored output with it, by nbval's rules), then the browser tests of both
 	@# sites while both PDFs are typeset. The second line runs at a lower priority (its builds; the
-	@# browser tests at the tests' own): the machine is busy throughout, and the first line is the
+	@# browser tests at the tests' own): the first line is the
 	@# longer (measured both ways: 33:27 against 34:42 with the books at the tests' priority). The
 	@# logs are in _build/ (book.log, site.log, pdf.log), each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
