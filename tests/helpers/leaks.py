@@ -67,3 +67,11 @@ def problems(student_file, source):
     if not any(cell.metadata.get("nbgrader") for cell in nb.cells):
         found.append("no nbgrader cell metadata")
     return found
+
+
+def solution_lines(sources):
+    """{source notebook: its secret lines that no student reads in any of ``sources`` anyway}."""
+    shown = set().union(*(visible_lines(s) for s in sources))
+    out = {s: secret_lines(s) - shown for s in sources}
+    assert all(out.values()), [s for s, lines in out.items() if not lines]
+    return out

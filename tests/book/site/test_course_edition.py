@@ -21,15 +21,6 @@ pytestmark = pytest.mark.skipif(not COURSE_SITE.joinpath("index.html").exists() 
                                 reason=f"no course edition at {COURSE_SITE}: pm-course book builds it")
 
 
-def secret_lines() -> set[str]:
-    """Every non-trivial line of the solutions and hidden tests that no student sees anyway."""
-    sources = [next(folder.glob("*.ipynb")) for folder in EXERCISES]
-    shown = set().union(*(leaks.visible_lines(s) for s in sources))
-    per_assignment = [leaks.secret_lines(s) - shown for s in sources]
-    assert all(per_assignment), "an assignment has no solution line to look for"
-    return set().union(*per_assignment)
-
-
 def test_the_course_edition_carries_no_solution_line():
     pages = list(COURSE_SITE.rglob("*.html")) + list(COURSE_SITE.rglob("*.ipynb"))
     exercise_pages = [p for p in pages if "exercises" in p.parts]
@@ -37,7 +28,7 @@ def test_the_course_edition_carries_no_solution_line():
     # A line the book's chapters print for everyone (a plain loop header, say) is no secret.
     public = {line.strip() for nb in sorted((ROOT / "chapters").glob("*.ipynb"))
               for cell in nbformat.read(nb, as_version=4).cells for line in cell.source.splitlines()}
-    every = secret_lines()
+    every = set().union(*leaks.solution_lines([next(f.glob("*.ipynb")) for f in EXERCISES]).values())
     secrets = every - public
     assert len(secrets) >= 0.9 * len(every), every & public
     for page in pages:
