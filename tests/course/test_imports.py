@@ -80,6 +80,17 @@ print(sys.modules.get("rfc3987_syntax", "absent"))
     assert out == ["refused", "None"], out
 
 
+
+def test_nbformat_alone_loads_no_iri_parser():
+    """The pinned jsonschema (requirements.txt) has no IRI checker to load: a process that imports
+    nbformat without pm_course (a test worker, a book build) does not build its parsers either."""
+    import subprocess
+    import sys
+
+    code = "import sys, nbformat; print('rfc3987_syntax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"], out
+
 # The steps of a term stand side by side on the state layer (the course folder, its lock, fingerprints,
 # grades.csv, the manifest, history, the LMS formats, the course file): the command line composes them.
 # ``export`` holds both the gradebook export and the feedback packing; ``status`` lives with ``review``.
