@@ -100,6 +100,31 @@ MATHS_ON_PAGE = r"""
             tex: tex.slice(0, 10), scripts: document.querySelectorAll('script[src]').length};"""
 
 
+# Every visible block of code or output of a chapter or exercise that is wider than its box
+# (a block that scrolls hides the end of its lines: a cut-off table, a call without its last
+# argument). A block hidden by a toggle (hide-input) has no layout box and cannot scroll.
+# Measured here (sphinx-book-theme 1.3, Chromium, 1,280-px window): a code cell's box is 672 px
+# wide, 654 px in a collapsed (hide-input) cell, and holds 75 characters of code (73 in the
+# collapsed one: 8.5 px a character, 27 px of padding); so code is formatted with ruff at 74
+# characters (72 in hide-input cells) and tables are printed to fit.
+OVERFLOWING_BLOCKS = """
+    const blocks = [];
+    document.querySelectorAll('div.cell').forEach((cell, n) => {
+        const parts = [['code', cell.querySelectorAll('.cell_input pre')],
+                       ['output', cell.querySelectorAll('.cell_output pre, .cell_output .output, .cell_output table')]];
+        for (const [kind, els] of parts) {
+            els.forEach(e => {
+                if (e.offsetParent === null) return;  // not displayed
+                if (e.scrollWidth > e.clientWidth + 1) {
+                    const line = (e.textContent || '').split('\\n').reduce((a, b) => b.length > a.length ? b : a, '');
+                    blocks.push({cell: n + 1, kind: kind, scroll: e.scrollWidth, width: e.clientWidth,
+                                 longest: line.trim().slice(0, 60)});
+                }
+            });
+        }
+    });
+    return blocks;"""
+
 def maths_offline(driver, page: Path) -> dict:
     """Open ``page`` with the network off and no script of its own needed: how its maths came out
     (``maths``: MathML elements, ``empty``: those with no size, ``tex``: raw TeX left in the text,

@@ -34,7 +34,9 @@ NOTEBOOK = ROOT / "exercises" / "01_copying" / "copying.ipynb"
 MODES = ("student", "instructor")
 
 
-pytestmark = browser_mod.required("the JupyterLab browser test", browser_mod.missing())
+# one worker runs both modes (make test: --dist loadgroup), which share one pair of JupyterLab servers
+pytestmark = [browser_mod.required("the JupyterLab browser test", browser_mod.missing()),
+              pytest.mark.xdist_group("jupyterlab")]
 
 
 def _free_port():

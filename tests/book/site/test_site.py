@@ -219,6 +219,13 @@ def test_page(page, server, browser):
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{page}: console errors: {errors}"
 
+    # 9. no code cell or output of a chapter or exercise scrolls sideways (test_no_sideways_scroll.py)
+    if page.startswith(("chapters/", "exercises/")):
+        found = browser.execute_script(browser_mod.OVERFLOWING_BLOCKS)
+        assert not found, f"{page}: blocks wider than the column at a 1280 px window:\n" + "\n".join(
+            f"  cell {b['cell']} {b['kind']}: {b['scroll']} px in {b['width']} px, longest line {b['longest']!r}"
+            for b in found)
+
     # a screenshot of the whole page, for people to look at
     SHOTS.mkdir(parents=True, exist_ok=True)
     height = min(browser.execute_script("return document.documentElement.scrollHeight"), 12000)
