@@ -96,7 +96,7 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# browser tests at the tests' own); measured from fresh clones, 33:27 and 35:20 so, and 34:42
 	@# with the books at the tests' priority: no difference beyond the noise. A later run took 38:30, its
 	@# unit tests 32:22 against 28:54 (this shared machine's runs differ by minutes); the browser tests
-	@# on two workers made it slower (38:34, the unit tests 36:17). The logs are in _build/
+	@# on two workers were no faster (38:34 the same day). The logs are in _build/
 	@# (book.log, site.log, pdf.log), each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
 	( { nice -n 10 $(MAKE) --no-print-directory book && nice -n 10 $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
