@@ -87,6 +87,10 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
+# The test run's Python processes (a few thousand: commands, kernels, workers) keep the bytecode they
+# compile: where the environment sets PYTHONDONTWRITEBYTECODE (as containers often do), each would
+# compile attnlib and pm_course again (about 0.2 s of CPU each time).
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# Two lines of work at once, which keep two cores busy throughout:
 	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book

@@ -49,9 +49,9 @@ from . import exported, fingerprints, lms, state, submissions
 from .config import Course
 from .config import load as load_config
 from .course import COURSE, CourseError, assignment_names, expected_notebooks, max_points
-from .feedback import CSP, is_test_student, remove_stale
 from .grades import GRADES, read_grades
 from .grades import entries as grades
+from .pages import CSP, is_test_student, remove_stale
 from .submissions import GRADED, MISSING
 
 EXPORT = COURSE / "export"

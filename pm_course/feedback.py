@@ -33,7 +33,6 @@ import ast
 import functools
 import html
 import re
-import shutil
 
 import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
@@ -50,11 +49,9 @@ except ImportError:  # an older jinja2
 
 from .isolate import MARK as GRADER_MARK  # ends each line the grader adds to a test cell before running it
 from .isolate import judged
+from .pages import CSP, is_test_student, remove_stale  # noqa: F401 -- the pages' own, used here too
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
-# a page runs nothing and loads nothing: its styles are inline, its images data: URLs
-CSP = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; script-src \'none\';'
-       ' style-src \'unsafe-inline\'; img-src data:; font-src data:">')
 MATHML_TAGS = {"math", "semantics", "annotation", "mrow", "mi", "mo", "mn", "ms", "mtext", "msup", "msub",
                "msubsup", "mfrac", "msqrt", "mroot", "mover", "munder", "munderover", "mtable", "mtr", "mtd",
                "mspace", "mstyle", "mpadded", "mphantom", "menclose", "mfenced"}
@@ -198,32 +195,6 @@ def quotes(output, secret: set[str]) -> bool:
     text = ANSI.sub("", text)
     text += "\n" + html.unescape(text)  # an HTML output may carry the line escaped
     return (GRADER_MARK in text or "HIDDEN TESTS" in text) or any(line in text for line in secret)
-
-
-def is_test_student(entry) -> bool:
-    """Canvas's test student ("Student, Test"; ``studenttest_...`` in its download): given no feedback page."""
-    from .lms import is_test_student as named_test_student
-
-    return named_test_student(entry.name or entry.student.rsplit("_", 1)[0])
-
-
-def remove_stale(entries) -> list[str]:
-    """Remove the feedback pages of every row that is not graded now (or is Canvas's test student).
-
-    A page is made when a notebook is graded; when the row changes (the work
-    is no longer submitted, or could not be graded this time), its old page
-    would tell the student an old score. Returns ``student/assignment`` of each removed.
-    """
-    from .course import COURSE
-    from .submissions import GRADED
-
-    removed = []
-    for e in entries:
-        folder = COURSE / "feedback" / e.student / e.assignment
-        if (e.status != GRADED or is_test_student(e)) and folder.is_dir():
-            shutil.rmtree(folder)
-            removed.append(f"{e.student}/{e.assignment}")
-    return removed
 
 
 def without_hidden_output(outputs: list) -> list:

@@ -247,7 +247,7 @@ def review_page(assignment: str, rows: list[dict]) -> str:
     feedback pages; an answer written over several cells is shown whole; each
     text also as written.
     """
-    from .feedback import CSP
+    from .pages import CSP
 
     e = html.escape
     cells = written_cells(assignment)
@@ -409,7 +409,7 @@ def status(update: bool = True) -> str:
     from . import submissions as submissions_mod
     from .grades import GRADES, read_grades
 
-    from .feedback import is_test_student
+    from .pages import is_test_student
 
     entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
     if not entries:

@@ -108,3 +108,15 @@ def test_the_steps_import_no_other_step_and_the_state_layer_no_step():
     assert not crossing, f"a step imports another (the command line composes them): {crossing}"
     upward = sorted((layer, dep) for layer in STATE for dep in graph[layer] & STEPS)
     assert not upward, f"the state layer imports a step: {upward}"
+
+
+def test_the_commands_that_read_pages_do_not_load_the_page_maker():
+    """export, push and review pack, send and list the feedback pages that grading made: they import
+    :mod:`pm_course.pages`, never nbconvert's exporter (about a second of every such command's start)."""
+    import subprocess
+    import sys
+
+    code = "import sys, pm_course.export, pm_course.push, pm_course.review\nprint('nbconvert' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"], out
+    assert "pages" in imports()["export"] and "feedback" not in imports()["export"]
