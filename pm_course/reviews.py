@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from . import state
-from .course import COURSE, api, expected_notebooks, source_notebook
+from .course import COURSE, api, expected_notebooks, source_hash, source_notebook
 from .grades import GRADES, read_grades, write_grades
 from .submissions import GRADED
 
@@ -346,15 +346,35 @@ def reviewed_reason(reason: str, full: bool, got: float, most: float) -> str:
     return "; ".join(kept)
 
 
+SYNCED = COURSE / "synced.json"  # the files grades.csv was last brought up to date with, by their hashes
+
+
+def _synced_with(rows: dict) -> dict:
+    """What :func:`annotate` reads besides grades.csv, by hash: the gradebook's bytes and the sources of
+    the assignments graded. Taken before the gradebook is read: a review saved meanwhile changes the bytes."""
+    db = COURSE / "gradebook.db"
+    return {"gradebook": hashlib.sha256(db.read_bytes()).hexdigest() if db.is_file() else None,
+            "sources": {a: source_hash(a) for a in sorted({a for _, a in rows})}}
+
+
 def sync() -> list[tuple[str, str]]:
     """Bring grades.csv up to date with the gradebook (reviews applied here or in the formgrader).
 
     Rows whose score or written totals changed are rewritten, and their
     students' feedback pages made again; the (student, assignment) pairs changed.
+    Where grades.csv, the gradebook and the sources are, byte for byte, what the
+    last sync left (``course/synced.json``), nothing can have changed: the
+    gradebook is not opened (nor nbgrader loaded, about two seconds).
     """
     rows = read_grades(GRADES)
     if not rows:
         return []
+    inputs = _synced_with(rows)
+    try:
+        if json.loads(SYNCED.read_text(encoding="utf-8")) == {**inputs, "grades": _digest(GRADES)}:
+            return []
+    except (OSError, ValueError):  # none yet, or unreadable: read the gradebook
+        pass
     before = {k: dict(v) for k, v in rows.items()}
     annotate(rows)
     changed = [k for k in sorted(rows) if rows[k] != before[k]]
@@ -368,4 +388,9 @@ def sync() -> list[tuple[str, str]]:
         print(f"{GRADES.name}: brought up to date with the gradebook (written answers reviewed since):")
         for key in rescored:
             print(f"  {key[0]}/{key[1]}: {before[key]['score']} -> {rows[key]['score']}/{rows[key]['max_score']}")
+    state.write_text(SYNCED, json.dumps({**inputs, "grades": _digest(GRADES)}, sort_keys=True) + "\n")
     return changed
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

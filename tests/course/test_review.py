@@ -264,6 +264,42 @@ def test_a_score_entered_in_the_formgrader_counts_the_same(graded):
     assert grades(course)["obrienzoe_102"]["written_score"] == "2"
 
 
+def test_the_gradebook_is_read_again_only_when_it_changed(graded, tmp_path):
+    """export brings grades.csv up to date with the gradebook; where nothing changed since the last command
+    did (grades.csv, the gradebook and the source the same bytes), it does not open the gradebook, nor load
+    nbgrader; a score entered in the formgrader since is read at once."""
+    tmp, env, gradebook, _ = graded
+    course = tmp / "course"
+    from nbgrader.api import Gradebook
+
+    def export(name):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pm_course", "export", "--to", "canvas",
+                               str(gradebook), "-o", str(tmp_path / name)], env=env, capture_output=True, text=True,
+                              timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        return re.search(r"\|\s+nbgrader$", proc.stderr, re.M) is not None, read_csv(tmp_path / name)
+
+    def score(student, points):
+        with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
+            grade = gb.find_grade(CELL, "averaging", NAME, student)
+            grade.manual_score, grade.needs_manual_grade = points, False
+            gb.db.commit()
+
+    score("nunezjose_101", 2.0)
+    export("first.csv")  # whatever the earlier tests left: read now
+    loaded, first = export("again.csv")
+    assert not loaded, "nothing changed since the last export, and it loaded nbgrader"
+    score("nunezjose_101", 1.0)  # the formgrader, between two commands
+    try:
+        loaded, after = export("after.csv")
+        assert loaded and grades(course)["nunezjose_101"]["written_score"] == "1", grades(course)["nunezjose_101"]
+        jose = [next(r[-1] for r in rows if r[0] == "Núñez, José") for rows in (first, after)]
+        assert jose == ["6", "5"], (first, after)
+    finally:
+        score("nunezjose_101", 2.0)
+        export("restored.csv")
+
+
 def test_a_multi_line_answer_reads_back_as_written(tmp_path):
     """A written answer keeps its lines through the sheet (a sheet read line by line would join them)."""
     from pm_course import review
