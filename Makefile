@@ -100,7 +100,9 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# browser tests at the tests' own); measured from fresh clones, 33:27 and 35:20 so, and 34:42
 	@# with the books at the tests' priority: no difference beyond the noise. A later run took 38:30, its
 	@# unit tests 32:22 against 28:54 (this shared machine's runs differ by minutes); the browser tests
-	@# on two workers were no faster (38:34 the same day). The logs are in _build/
+	@# on two workers were no faster (38:34 the same day). With fewer page loads and lighter pm-course
+	@# commands: 31:40 against 31:30 the run before (the unit tests 25:00 against 26:56, the browser tests
+	@# 11:01 against 13:03, but started later: the books took 19 minutes beside the tests). The logs are in _build/
 	@# (book.log, site.log, pdf.log), each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
 	( { nice -n 10 $(MAKE) --no-print-directory book && nice -n 10 $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
