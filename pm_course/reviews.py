@@ -352,9 +352,9 @@ SYNCED = COURSE / "synced.json"  # the files grades.csv was last brought up to d
 def _synced_with(rows: dict) -> dict:
     """What :func:`annotate` reads besides grades.csv, by hash: the gradebook's bytes and the sources of
     the assignments graded. Taken before the gradebook is read: a review saved meanwhile changes the bytes."""
-    db = COURSE / "gradebook.db"
+    db, known = COURSE / "gradebook.db", expected_notebooks()  # an assignment since removed: no source to read
     return {"gradebook": hashlib.sha256(db.read_bytes()).hexdigest() if db.is_file() else None,
-            "sources": {a: source_hash(a) for a in sorted({a for _, a in rows})}}
+            "sources": {a: source_hash(a) if a in known else None for a in sorted({a for _, a in rows})}}
 
 
 def sync() -> list[tuple[str, str]]:

@@ -300,6 +300,19 @@ def test_the_gradebook_is_read_again_only_when_it_changed(graded, tmp_path):
         export("restored.csv")
 
 
+def test_a_row_of_an_assignment_since_removed_does_not_stop_sync(tmp_path):
+    """grades.csv may keep rows of an assignment no longer in exercises/ (export and its checks skip them):
+    sync records what it read without a source for it, and leaves the rows as they are."""
+    code = ("from pm_course.grades import GRADES, write_grades\nfrom pm_course import reviews\n"
+            "rows = {('ann_1', '99_removed'): {'student_id': 'ann_1', 'assignment': '99_removed',"
+            " 'status': 'not submitted'}}\nwrite_grades(rows, GRADES)\nprint(reviews.sync(), reviews.sync())")
+    env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"))
+    (tmp_path / "course").mkdir()
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["[]", "[]"], proc.stdout + proc.stderr
+    assert '"99_removed": null' in (tmp_path / "course" / "synced.json").read_text()
+
+
 def test_a_multi_line_answer_reads_back_as_written(tmp_path):
     """A written answer keeps its lines through the sheet (a sheet read line by line would join them)."""
     from pm_course import review
