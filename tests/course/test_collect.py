@@ -1,7 +1,6 @@
 """Collecting from a Canvas or Moodle zip: every file used or listed, the newest upload graded, nothing unsafe."""
 import json
 import os
-import subprocess
 import sys
 import zipfile
 
@@ -9,12 +8,13 @@ import pytest
 
 from conftest import ASSIGNMENTS, canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
 from pm_course import collect, lms, submissions
+import pm
 
 
 def run(course, exercises, *args):
     env = dict(os.environ, PM_COURSE_DIR=str(course), PM_EXERCISES=str(exercises))
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=300)
 
 
 @pytest.fixture

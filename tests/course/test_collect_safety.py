@@ -6,19 +6,19 @@ course folder.
 """
 import json
 import os
-import subprocess
 import sys
 import zipfile
 
 import pytest
 
 from conftest import MARCH, LATER, _zip, blank, canvas_gradebook, canvas_zips, moodle_worksheet, solved
+import pm
 
 
 def run(course, exercises, *args):
     env = dict(os.environ, PM_COURSE_DIR=str(course), PM_EXERCISES=str(exercises))
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=300)
 
 
 def files(folder, skip=()):

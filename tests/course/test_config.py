@@ -1,7 +1,6 @@
 """The course file (course.toml): written by ``pm-course init``, every mistake in it named, due dates per
 assignment and per student, read in the course's time zone."""
 import os
-import subprocess
 import sys
 from datetime import datetime
 
@@ -10,13 +9,14 @@ import pytest
 from pm_course import config
 from pm_course.export import Late
 from pm_course.submissions import Entry
+import pm
 
 
 def run(tmp_path, exercises, *args):
     env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"), PM_EXERCISES=str(exercises))
     env.pop("PM_COURSE_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=120)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ Runs nbgrader for real, with a SQLite gradebook in a temporary course folder.
 """
 import csv
 import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +13,7 @@ import nbformat
 import leaks  # tests/helpers
 import pytest
 from nbclient import NotebookClient
+import pm
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
@@ -30,8 +29,8 @@ PER_CELL_TIMEOUT = 10  # nbgrader_config.py
 
 def run_course(cmd, course, *args, timeout=900):
     env = dict(os.environ, PM_COURSE_DIR=str(course))
-    return subprocess.run([sys.executable, "-m", "pm_course", cmd, *map(str, args)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", cmd, *map(str, args)],
+                  cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

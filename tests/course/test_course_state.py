@@ -25,6 +25,7 @@ import zipfile
 import pytest
 
 from conftest import ROOT, _zip, blank, solved
+import pm
 
 A = "03_subspace"
 GRADEBOOK = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", f"{A} (502)", "Current Score"]
@@ -40,8 +41,8 @@ MOODLE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "Grade",
 
 
 def run(env, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout)
 
 
 def gradebook(path):

@@ -12,12 +12,12 @@ import csv
 import io
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 from conftest import ROOT, _zip, blank, moodle_worksheet, moodle_zip, solved
+import pm
 
 COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "02_averaging (4402)",
            "Exercise 3: Subspace (4403)", "Current Score", "Final Score"]
@@ -55,8 +55,8 @@ def table(path, delimiter=","):
 
 
 def run(env, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

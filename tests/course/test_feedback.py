@@ -16,7 +16,6 @@ gradebook, test student included) is collected, graded and packed:
 """
 import os
 import re
-import subprocess
 import sys
 import zipfile
 
@@ -26,6 +25,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from conftest import MARCH, LATER, _zip, canvas_gradebook, source
+import pm
 
 NAME, NOTEBOOK = "03_subspace", "subspace.ipynb"
 SOLVED = "    U = np.asarray(U, dtype=float)\n    return U @ np.linalg.solve(U.T @ U, U.T)\n"
@@ -55,8 +55,8 @@ DOWNLOAD = {  # Canvas's Download Submissions for exercise 3
 
 
 def run(env, *args):
-    proc = subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -188,8 +188,8 @@ def test_a_student_no_longer_graded_loses_the_old_page(packed):
     assert old.is_dir()
     run(env, "collect", "--from", "canvas", download, "--roster", tmp / "gradebook.csv", "--assignment", NAME,
         "--replace")  # the whole collection replaced (a download adds, by default)
-    refused = subprocess.run([sys.executable, "-m", "pm_course", "feedback", "-o", tmp / "out"], env=env,
-                             capture_output=True, text=True, timeout=900)  # grades.csv says graded: out of date
+    refused = pm.run([sys.executable, "-m", "pm_course", "feedback", "-o", tmp / "out"], env=env,
+                     capture_output=True, text=True, timeout=900)  # grades.csv says graded: out of date
     assert refused.returncode != 0 and "obrienzoe_102/03_subspace (graded, but no longer collected" \
         in refused.stderr, refused.stdout + refused.stderr
     proc = run(env, "feedback", "-o", tmp / "out", "--force")

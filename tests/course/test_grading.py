@@ -14,6 +14,7 @@ import browser
 ROOT = Path(__file__).resolve().parents[2]
 from pm_course import assignments as course_mod  # noqa: E402
 from pm_course import course, submissions  # noqa: E402
+import pm
 
 NAME, NOTEBOOK, POINTS = "03_subspace", "subspace.ipynb", 3
 
@@ -129,8 +130,8 @@ def graded(tmp_path_factory):
     for student, edit in HONEST_MISTAKES.items():  # each loses the points of test-proj for a reason of its own
         put(f"{student}/{NAME}/{NOTEBOOK}", edit(nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)))
     env = dict(os.environ, PM_COURSE_DIR=str(course))
-    proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = pm.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
+                  env=env, capture_output=True, text=True, timeout=600)
     with open(course / "grades.csv") as f:
         rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
     return proc, rows, course
@@ -410,8 +411,8 @@ def test_the_grader_lines_never_reach_the_student(labelled):
 def test_grading_an_empty_or_missing_folder_fails_clearly(tmp_path):
     env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"))
     for target in (tmp_path / "nowhere", tmp_path):
-        proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(target)],
-                              env=env, capture_output=True, text=True, timeout=300)
+        proc = pm.run([sys.executable, "-m", "pm_course", "grade", str(target)],
+                      env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode != 0
         assert "is not a folder" in proc.stderr or "no submissions found" in proc.stderr, proc.stderr
 
@@ -588,8 +589,8 @@ def test_jobs_grade_the_same_as_one_at_a_time(tmp_path):
     grades = {}
     for jobs in ("1", "2"):
         env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / f"course{jobs}"), PM_GRADE_JOBS=jobs)
-        proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
-                              env=env, capture_output=True, text=True, timeout=600)
+        proc = pm.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
+                      env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0 and f"Grading {jobs} notebook(s) at a time" in proc.stdout, proc.stdout
         grades[jobs] = (tmp_path / f"course{jobs}" / "grades.csv").read_text()
     assert grades["1"] == grades["2"]

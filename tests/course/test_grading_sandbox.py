@@ -27,6 +27,7 @@ NAME, POINTS = "03_subspace", 3
 TOKEN = uuid.uuid4().hex[:12]  # marks every file and process the attacks try to leave behind
 
 from pm_course import sandbox  # noqa: E402
+import pm
 
 pytestmark = pytest.mark.skipif(not sandbox.works() and os.environ.get("CI") != "true",
                                 reason="bubblewrap is not installed or cannot make namespaces here (make sandbox)")
@@ -160,14 +161,14 @@ def graded(tmp_path_factory):
         nbformat.write(nb, dest)
 
     env = dict(os.environ, PM_COURSE_DIR=str(course), PM_GRADE_MEMORY="1G", PM_GRADE_PROCS="64")
-    subprocess.run([sys.executable, "-m", "pm_course", "assignments"], env=env, check=True,
-                   capture_output=True)
+    pm.run([sys.executable, "-m", "pm_course", "assignments"], env=env, check=True,
+           capture_output=True)
     repo_before = tree_digest(ROOT, skip={".venv", "_build", "course", ".git"})
     subs_before = tree_digest(subs)
     release_before = tree_digest(course / "release")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = pm.run([sys.executable, "-m", "pm_course", "grade", str(subs)],
+                  env=env, capture_output=True, text=True, timeout=600)
     elapsed = time.monotonic() - start
     stop.set()
     listener.close()

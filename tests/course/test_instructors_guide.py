@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip, read_csv
+import pm
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "guides" / "instructors.md"
@@ -187,8 +187,8 @@ def test_the_walkthrough_runs_as_the_guide_shows(desk):
                 continue
             if step == "review" and "--apply" in argv:  # the instructor scores every written answer
                 _score(cwd / argv[argv.index("--apply") + 1])
-            proc = subprocess.run([sys.executable, "-m", "pm_course", *argv[1:]], cwd=cwd, env=block_env,
-                                  capture_output=True, text=True, timeout=900)
+            proc = pm.run([sys.executable, "-m", "pm_course", *argv[1:]], cwd=cwd, env=block_env,
+                          capture_output=True, text=True, timeout=900)
             assert proc.returncode == 0, (f"`{shlex.join(argv)}` (from the instructors' guide) exited"
                                           f" {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
             _expect(step, argv, cwd, course, config, proc.stdout)

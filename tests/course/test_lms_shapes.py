@@ -8,13 +8,13 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 import sys
 import zipfile
 
 import pytest
 
 from conftest import MARCH, _zip, blank, solved
+import pm
 
 NAME, NOTEBOOK = "03_subspace", "subspace.ipynb"
 SCALE = ["Not yet competent", "Competent", "Excellent"]
@@ -24,8 +24,8 @@ MOODLE_SCALE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "G
 
 
 def run(env, *args):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=900)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=900)
 
 
 def ok(proc):

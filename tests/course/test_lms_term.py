@@ -5,7 +5,6 @@ Moodle worksheet are checked cell by cell against the LMS's own files.
 """
 import json
 import os
-import subprocess
 import sys
 import zipfile
 
@@ -14,11 +13,12 @@ import pytest
 
 from conftest import (CANVAS_COLUMNS, MOODLE_COLUMNS, canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip,
                       read_csv)
+import pm
 
 
 def run(env, *args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

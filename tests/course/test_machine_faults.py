@@ -20,19 +20,19 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, answered
+import pm
 
 A = "03_subspace"
 BOB = f"bob/{A}"
 
 
 def run(env, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def hand_in(folder, work):

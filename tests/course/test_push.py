@@ -7,20 +7,20 @@ Ann Marie 103 nothing, the test student 999) and from Moodle (participants 201, 
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 from conftest import canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
 from lms_server import FakeLMS
+import pm
 
 pytest.importorskip("canvasapi")
 TOKEN = "secret-token-123"
 
 
 def run(env, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +228,7 @@ def test_the_guide_s_push_walkthrough_runs_against_the_lms(course, tmp_path):
     import shlex
     from pathlib import Path
 
-    from conftest import MARCH, _zip, solved
+    from conftest import _zip, solved
 
     env, folder, lms = course
     guide = (Path(__file__).resolve().parents[2] / "guides" / "instructors.md").read_text(encoding="utf-8")
@@ -241,8 +241,8 @@ def test_the_guide_s_push_walkthrough_runs_against_the_lms(course, tmp_path):
                                           (2025, 3, 3, 9, 0, 0))])
     applied = 0
     for argv in commands:
-        proc = subprocess.run([sys.executable, "-m", "pm_course", *argv[1:]], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = pm.run([sys.executable, "-m", "pm_course", *argv[1:]], cwd=tmp_path, env=env,
+                      capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, f"`{shlex.join(argv)}`:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         if "--apply" in argv:
             applied += 1

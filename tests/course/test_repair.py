@@ -7,7 +7,6 @@ sandbox: four notebooks, one of which is never run).
 import copy
 import csv
 import os
-import subprocess
 import sys
 
 import nbformat
@@ -16,6 +15,7 @@ import pytest
 from conftest import ASSIGNMENTS, LATER, ROOT, MARCH, _zip, answered, canvas_gradebook
 from pm_course import repair
 from pm_course.grade import _why
+import pm
 
 
 def cells(nb):
@@ -142,8 +142,8 @@ def test_a_failure_inside_nbgrader_is_named_by_its_cause():
 
 
 def run(env, *args):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=900)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT, MARCH, LATER, _zip, read_csv, solved
+import pm
 
 NAME, NOTEBOOK, CELL = "02_averaging", "averaging.ipynb", "why-average"
 ZOE_FIRST = "The denominator is 2e^beta + n - 2, so alpha_a = e^beta/(2e^beta + n - 2), which tends to 1/2."
@@ -45,8 +46,8 @@ def answered(text):
 
 
 def run(env, *args):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=900)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=900)
 
 
 def sheet(path):

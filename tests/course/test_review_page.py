@@ -19,13 +19,13 @@ import csv
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import nbformat
 import pytest
 
 from conftest import MARCH, ROOT, _zip, solved
+import pm
 
 NAME, NOTEBOOK, CELL = "02_averaging", "averaging.ipynb", "why-average"
 # a 1x1 PNG, as JupyterLab stores a pasted picture
@@ -46,8 +46,8 @@ GRADEBOOK = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", f"{NAME
 
 
 def run(env, *args):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=900)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=900)
 
 
 def notebook(change):

@@ -22,6 +22,7 @@ import pytest
 
 from conftest import answered
 from pm_course import sandbox
+import pm
 
 A = "03_subspace"
 UID_MAP = "bwrap: setting up uid map: Permission denied"
@@ -47,8 +48,8 @@ def fake_proc_sys(folder, **settings):
 
 
 def run(env, *args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def base_env(tmp_path):

@@ -9,20 +9,20 @@
 """
 import csv
 import os
-import subprocess
 import sys
 
 import nbformat
 import pytest
 
 from conftest import MARCH, LATER, _zip, solved, blank
+import pm
 
 A, B = "02_averaging", "03_subspace"
 
 
 def run(env, *args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
+                  text=True, timeout=timeout)
 
 
 def files(folder):

@@ -20,6 +20,7 @@ from pathlib import Path
 import nbformat
 
 from conftest import answered  # tests/course (on sys.path for its tests)
+import pm
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME, NOTEBOOK = "01_copying", "copying.ipynb"
@@ -96,8 +97,8 @@ def pm_course(*args, course: Path, env: dict | None = None, timeout: int = 1800)
     """``python -m pm_course ARGS`` for the course folder ``course``, with 01_copying as the only assignment."""
     full = dict(os.environ, PM_COURSE_DIR=str(course), PM_EXERCISES=str(exercises(course.parent / "exercises")),
                 **(env or {}))
-    return subprocess.run([sys.executable, "-m", "pm_course", *map(str, args)], env=full, capture_output=True,
-                          text=True, timeout=timeout)
+    return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=full, capture_output=True,
+                  text=True, timeout=timeout)
 
 
 def scores(course: Path, assignment: str = NAME) -> str:
