@@ -49,7 +49,7 @@ except ImportError:  # an older jinja2
 
 from .isolate import MARK as GRADER_MARK  # ends each line the grader adds to a test cell before running it
 from .isolate import judged
-from .pages import CSP, is_test_student, remove_stale  # noqa: F401 -- the pages' own, used here too
+from .pages import CSP
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 MATHML_TAGS = {"math", "semantics", "annotation", "mrow", "mi", "mo", "mn", "ms", "mtext", "msup", "msub",

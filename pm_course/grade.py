@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from . import assignments as assignments_mod
-from . import feedback, fingerprints, hidden, lms, reviews
+from . import fingerprints, hidden, lms, pages, reviews
 from . import submissions as submissions_mod
 from . import grades as grades_mod
 from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
@@ -334,6 +334,8 @@ def _run_all(todo, n: int, done, stop: list) -> None:
         return
     import nbgrader.apps  # noqa: F401 -- imported once, here, rather than in every worker
 
+    from . import feedback  # noqa: F401 -- the feedback pages' exporter, likewise
+
     # the longest notebooks first, so that no worker is left with one at the end (the
     # instructor's notebook, with its outputs, is larger where there is more to run)
     cost = {a: source_notebook(a).stat().st_size for a in expected_notebooks()}
@@ -509,7 +511,7 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     # failure between the two leaves notebooks to regrade, never a row claimed graded that is not
     _say_what_changed(before, rows, regrade, {(e.student, e.assignment) for e in todo})
     everyone = [_entry(r) for r in rows.values()]
-    feedback.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
+    pages.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
     collected = sorted({e.assignment for e in everyone})  # mid-term, the assignments so far: not all of them
     print(submissions_mod.summary(everyone, {name: max_points(name) for name in collected}))
     for entry in everyone:

@@ -19,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from . import state
+from . import fingerprints, state
 from .course import COURSE, api, expected_notebooks, source_hash, source_notebook
 from .grades import GRADES, read_grades, write_grades
 from .submissions import GRADED
@@ -353,7 +353,7 @@ def _synced_with(rows: dict) -> dict:
     """What :func:`annotate` reads besides grades.csv, by hash: the gradebook's bytes and the sources of
     the assignments graded. Taken before the gradebook is read: a review saved meanwhile changes the bytes."""
     db, known = COURSE / "gradebook.db", expected_notebooks()  # an assignment since removed: no source to read
-    return {"gradebook": hashlib.sha256(db.read_bytes()).hexdigest() if db.is_file() else None,
+    return {"gradebook": fingerprints.digest(db),
             "sources": {a: source_hash(a) if a in known else None for a in sorted({a for _, a in rows})}}
 
 
@@ -371,7 +371,7 @@ def sync() -> list[tuple[str, str]]:
         return []
     inputs = _synced_with(rows)
     try:
-        if json.loads(SYNCED.read_text(encoding="utf-8")) == {**inputs, "grades": _digest(GRADES)}:
+        if json.loads(SYNCED.read_text(encoding="utf-8")) == {**inputs, "grades": fingerprints.digest(GRADES)}:
             return []
     except (OSError, ValueError):  # none yet, or unreadable: read the gradebook
         pass
@@ -388,9 +388,5 @@ def sync() -> list[tuple[str, str]]:
         print(f"{GRADES.name}: brought up to date with the gradebook (written answers reviewed since):")
         for key in rescored:
             print(f"  {key[0]}/{key[1]}: {before[key]['score']} -> {rows[key]['score']}/{rows[key]['max_score']}")
-    state.write_text(SYNCED, json.dumps({**inputs, "grades": _digest(GRADES)}, sort_keys=True) + "\n")
+    state.write_text(SYNCED, json.dumps({**inputs, "grades": fingerprints.digest(GRADES)}, sort_keys=True) + "\n")
     return changed
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
