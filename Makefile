@@ -96,18 +96,13 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book
 	@# (both editions: the build executes every notebook afresh, and tests/book/site/test_outputs.py
 	@# compares each stored output with it, by nbval's rules), then the browser tests of both
-	@# sites while both PDFs are typeset. The second line runs at a lower priority (its builds; the
-	@# browser tests at the tests' own); measured from fresh clones, 33:27 and 35:20 so, and 34:42
-	@# with the books at the tests' priority: no difference beyond the noise. A later run took 38:30, its
-	@# unit tests 32:22 against 28:54 (this shared machine's runs differ by minutes); the browser tests
-	@# on two workers were no faster (38:34 the same day). With fewer page loads and lighter pm-course
-	@# commands: 31:40 against 31:30 the run before (the unit tests 25:00 against 26:56, the browser tests
-	@# 11:01 against 13:03, but started later: the books took 19 minutes beside the tests). The logs are in _build/
-	@# (book.log, site.log, pdf.log), each shown when its step fails.
+	@# sites while both PDFs are typeset. Both lines run at the same priority: the book's build is one
+	@# process, and at a lower priority it waited for the tests and then ran alone on one core. The logs are
+	@# in _build/ (book.log, site.log, pdf.log), each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
-	( { nice -n 10 $(MAKE) --no-print-directory book && nice -n 10 $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
-	  { nice -n 10 $(MAKE) --no-print-directory pdf PDF_FRESH= \
-	    && nice -n 10 $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } > _build/pdf.log 2>&1 & pdf=$$!; \
+	( { $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
+	  { $(MAKE) --no-print-directory pdf PDF_FRESH= \
+	    && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } > _build/pdf.log 2>&1 & pdf=$$!; \
 	  $(BIN)/python -m pytest tests/book/site > _build/site.log 2>&1; site=$$?; \
 	  wait $$pdf || exit 102; exit $$site ) & books=$$!; \
 	echo "$(BIN)/python -m pytest tests attnlib pm_course  (meanwhile: the books, then their browser tests and the PDFs)"; \
