@@ -25,7 +25,6 @@ import threading
 from pathlib import Path
 
 SERVER = Path(__file__).with_name("pm_server.py")
-MAIN = str(Path(__import__("pm_course").__file__).with_name("__main__.py"))
 _lock = threading.Lock()
 _server: dict = {}
 forked = 0  # commands run in a fork of the server (tests/course/test_pm_helper.py counts them)
@@ -78,7 +77,7 @@ def _run(cmd, env, cwd, capture_output, text, timeout, input, check) -> subproce
         files["stdout"].touch()
         files["stderr"].touch()
         request = {"argv": [str(a) for a in cmd[3:]], "env": dict(env if env is not None else os.environ),
-                   "cwd": str(cwd if cwd is not None else os.getcwd()), "main": MAIN,
+                   "cwd": str(cwd if cwd is not None else os.getcwd()),
                    **{name: str(path) for name, path in files.items()}}
         channel, sock = _server["channel"], _server["sock"]
         channel.write(json.dumps(request).encode() + b"\n")

@@ -61,7 +61,7 @@ def become(request: dict) -> None:
         opened = os.open(path, flags)
         os.dup2(opened, fd)
         os.close(opened)
-    sys.argv = [request["main"], *request["argv"]]
+    sys.argv = ["-m", *request["argv"]]  # as python -m starts: runpy puts the module's path first
     sys.path[0] = os.getcwd()  # what -m puts first
 
 
