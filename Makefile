@@ -105,14 +105,14 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	( { $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
 	  { $(MAKE) --no-print-directory pdf PDF_FRESH= \
 	    && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } > _build/pdf.log 2>&1 & pdf=$$!; \
-	  $(BIN)/python -m pytest tests/book/site $(if $(PARALLEL),-n $(PARALLEL) --dist loadgroup) > _build/site.log 2>&1; site=$$?; \
+	  $(BIN)/python -m pytest tests/book/site > _build/site.log 2>&1; site=$$?; \
 	  wait $$pdf || exit 102; exit $$site ) & books=$$!; \
 	echo "$(BIN)/python -m pytest tests attnlib pm_course  (meanwhile: the books, then their browser tests and the PDFs)"; \
 	$(if $(PARALLEL),OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) $(BIN)/python -m pytest tests attnlib pm_course \
 	    --ignore=tests/book/site --ignore=tests/book/pdf $(if $(PARALLEL),-n $(PARALLEL) --dist loadfile); unit=$$?; \
 	test -f _build/site.log || echo "waiting for the books (_build/book.log)"; wait $$books; books=$$?; \
 	if [ $$books = 101 ]; then tail -60 _build/book.log; echo "The book build failed (the whole log: _build/book.log)."; exit 1; fi; \
-	tail -3 _build/book.log; echo "$(BIN)/python -m pytest tests/book/site $(if $(PARALLEL),-n $(PARALLEL) --dist loadgroup)  (_build/site.log)"; cat _build/site.log; \
+	tail -3 _build/book.log; echo "$(BIN)/python -m pytest tests/book/site  (_build/site.log)"; cat _build/site.log; \
 	if [ $$books = 102 ]; then tail -60 _build/pdf.log; echo "The PDF build failed (the whole log: _build/pdf.log)."; exit 1; fi; \
 	grep -E '^(PDF|Course edition PDF):' _build/pdf.log; \
 	[ $$unit = 0 ] && [ $$books = 0 ]

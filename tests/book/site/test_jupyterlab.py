@@ -34,10 +34,7 @@ NOTEBOOK = ROOT / "exercises" / "01_copying" / "copying.ipynb"
 MODES = ("student", "instructor")
 
 
-# make test runs this folder in two workers (-n 2 --dist loadgroup): this file's two servers, started once,
-# stay on one of them
-pytestmark = [browser_mod.required("the JupyterLab browser test", browser_mod.missing()),
-              pytest.mark.xdist_group("jupyterlab")]
+pytestmark = browser_mod.required("the JupyterLab browser test", browser_mod.missing())
 
 
 def _free_port():
