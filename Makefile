@@ -93,7 +93,7 @@ serve:
 test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# Two lines of work at once, which keep two cores busy throughout:
-	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book
+	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book (one BLAS thread too)
 	@# (both editions: the build executes every notebook afresh, and tests/book/site/test_outputs.py
 	@# compares each stored output with it, by nbval's rules), then the browser tests of both
 	@# sites while both PDFs are typeset. Both lines run at the same priority: the book's build is one
@@ -102,7 +102,8 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# the commit before the forked pm-course commands (tests/helpers/pm.py) and this took 36:12. The logs
 	@# are in _build/ (book.log, site.log, pdf.log), each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
-	( { $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
+	( export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1; \
+	  { $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
 	  { $(MAKE) --no-print-directory pdf PDF_FRESH= \
 	    && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } > _build/pdf.log 2>&1 & pdf=$$!; \
 	  $(BIN)/python -m pytest tests/book/site > _build/site.log 2>&1; site=$$?; \
