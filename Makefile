@@ -98,9 +98,11 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# compares each stored output with it, by nbval's rules), then the browser tests of both
 	@# sites while both PDFs are typeset. Both lines run at the same priority: the book's build is one
 	@# process, and at a lower priority it waited for the tests and then ran alone on one core. From a fresh
-	@# clone: 29:32 (the tests 24:25, the books 17 minutes beside them, then the browser tests 12:28), where
-	@# the commit before the forked pm-course commands (tests/helpers/pm.py) and this took 36:12. The logs
-	@# are in _build/ (book.log, site.log, pdf.log), each shown when its step fails.
+	@# clone: 29:49 (the books built 11 minutes in, the tests 26:55, the browser tests 18:40 after the books;
+	@# runs of one earlier commit took 26:52 to 29:55), where the commit before the forked pm-course commands
+	@# (tests/helpers/pm.py) took 36:12. Both cores are busy from the second minute on: running the browser
+	@# tests in two workers made it slower (34:06). The logs are in _build/ (book.log, site.log, pdf.log),
+	@# each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
 	( export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1; \
 	  { $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
