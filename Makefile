@@ -97,11 +97,13 @@ test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
 	@# (both editions: the build executes every notebook afresh, and tests/book/site/test_outputs.py
 	@# compares each stored output with it, by nbval's rules), then the browser tests of both
 	@# sites while both PDFs are typeset. Both lines run at the same priority: the book's build is one
-	@# process, and at a lower priority it waited for the tests and then ran alone on one core. From a fresh
-	@# clone: 29:49 (the books built 11 minutes in, the tests 26:55, the browser tests 18:40 after the books;
-	@# runs of one earlier commit took 26:52 to 29:55), where the commit before the forked pm-course commands
-	@# (tests/helpers/pm.py) took 36:12. Both cores are busy from the second minute on: running the browser
-	@# tests in two workers made it slower (34:06). The logs are in _build/ (book.log, site.log, pdf.log),
+	@# process, and at a lower priority it waited for the tests and then ran alone on one core. Both cores are
+	@# busy from the second minute on, so the time is the CPU time over two, which depends on the host: from a
+	@# fresh clone, 11:44 on one 2-core machine (the books built 3 minutes in, the tests 11:10, the browser tests
+	@# 7:19 after the books, both lines ending together), 28:25 to 29:49 on a slower one (unit tests alone: 6:38
+	@# against 14:17). There, running the browser tests in two workers made it slower (34:06), and the commit
+	@# before the forked pm-course commands (tests/helpers/pm.py) took 36:12. The logs are in _build/ (book.log,
+	@# site.log, pdf.log),
 	@# each shown when its step fails.
 	@mkdir -p _build; rm -f _build/site.log; \
 	( export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1; \
