@@ -83,6 +83,15 @@ def _percent(text: str) -> float:
     return value
 
 
+class _NoToken(argparse.Action):
+    """``--token``: refused without repeating its value (a token on the command line stays in the shell's history
+    and the process list)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error("a token is never taken from the command line (it would stay in the shell's history and the"
+                     " process list): set $CANVAS_API_TOKEN or $MOODLE_TOKEN, or pass --token-file FILE")
+
+
 def _late_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="write the rows that are up to date when some are not (a resubmission not graded yet,"
@@ -230,7 +239,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the folder to write to (default: course/export/)")
     _late_options(p)
 
-    p = sub.add_parser("push", parents=[wait], help="grades, comments and feedback pages into Canvas or Moodle (API)",
+    p = sub.add_parser("push", parents=[wait], allow_abbrev=False,
+                       help="grades, comments and feedback pages into Canvas or Moodle (API)",
                        description="Send one assignment's grades (on the LMS's points), comments and feedback pages"
                                    " to Canvas (canvasapi) or Moodle (web services). Without --apply: read the LMS"
                                    " and print what would change, student by student, saving that preview; with"
@@ -245,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--apply", action="store_true", help="write the saved preview (default: preview only)")
     p.add_argument("--token-file", type=Path, metavar="FILE", default=None,
                    help="read the API token from FILE (default: $CANVAS_API_TOKEN or $MOODLE_TOKEN)")
+    p.add_argument("--token", nargs="?", action=_NoToken, help=argparse.SUPPRESS)
     p.add_argument("--overwrite-lms-edits", action="store_true",
                    help="replace a grade changed in the LMS since pm-course last put one there (default: keep"
                         " and list it; an excusal is always kept)")

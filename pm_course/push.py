@@ -6,17 +6,19 @@
 What a push never does:
 
 - **overwrite the LMS's own values.** ``course/export/pushed.json`` keeps what
-  pm-course last put in each LMS cell (pushed here, or exported as a file:
-  ``exported.json``). A grade in the LMS that is none of those (fixed in
-  SpeedGrader or Moodle's grader) and an excused submission are kept and
-  listed, unless ``--overwrite-lms-edits`` (an excusal is always kept).
+  pm-course last put in each LMS cell (the last grade pushed here, and any
+  exported as a file since: ``exported.json``). A grade in the LMS that is
+  none of those (fixed in SpeedGrader or Moodle's grader, even back to an
+  earlier pushed grade) and an excused submission are kept and listed,
+  unless ``--overwrite-lms-edits`` (an excusal is always kept).
 - **write what the preview did not show.** ``--apply`` reads the LMS again and
   recomputes the plan; if a student's cell or grade changed since the preview
   (someone else graded, a regrade), it refuses, naming each, and writes nothing.
 - **lose track.** Each student's writes are recorded in a journal as they are
   read back; an interrupted ``--apply`` (a network error, Ctrl-C) is finished by
-  the next one, which writes only what is missing. A write the LMS answered
-  but did not keep (read back: another value) is reported, never counted done.
+  the next one (or a new preview's), which writes only what is missing and
+  never posts a Canvas comment twice. A write the LMS answered but did not
+  keep (read back: another value) is reported, never counted done.
 - **take a token from the command line or the course file.** ``$CANVAS_API_TOKEN``
   / ``$MOODLE_TOKEN`` or ``--token-file``; it is never written anywhere.
 
@@ -165,13 +167,13 @@ class Canvas:
         return self._cell(self._call(lambda: self.assignment.get_submission(int(uid)), f"reading {uid}'s grade"))
 
     def write_grade(self, uid: str, grade: str, text: str) -> None:
-        """The grade and the comment's text in one PUT."""
+        """The grade and the comment's text in one PUT (the grade alone when ``text`` is "")."""
         from canvasapi.submission import Submission
 
         sub = Submission(self.assignment._requester, {"course_id": self.course_id, "assignment_id":
                                                       self.assignment_id, "user_id": int(uid)})
-        self._call(lambda: sub.edit(submission={"posted_grade": grade}, comment={"text_comment": text}),
-                   f"writing {uid}'s grade")
+        edit = {"submission": {"posted_grade": grade}, **({"comment": {"text_comment": text}} if text else {})}
+        self._call(lambda: sub.edit(**edit), f"writing {uid}'s grade")
 
     def write_page(self, uid: str, page: Path) -> None:
         """The feedback page as a comment's file (Canvas's three-step upload, then the comment)."""
@@ -315,13 +317,25 @@ def _record() -> dict:
         return {}
 
 
-def _ours(record: dict, kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
-    """Every value pm-course put in this cell: pushed (pushed.json) or exported as a file (exported.json)."""
-    pushed = [v["grade"] for v in record.get(kind, {}).get(assignment, {}).get(lms_id, [])]
-    files = exported.load().get(kind, {})
+def _exports(kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
+    """The values ``export`` put in this cell's gradebook file (exported.json), in the order first exported."""
     column = config.assignment(assignment).canvas or ""
     key = f"{lms_id}|{column}" if kind == "canvas" else f"{lms_id}|{assignment}"
-    return pushed + files.get(key, [])
+    return exported.load().get(kind, {}).get(key, [])
+
+
+def _ours(record: dict, kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
+    """The values the cell may hold from pm-course: the last one pushed, and any exported as a file since.
+
+    Before any push, every value exported as a file (which of them was imported is not known). A value
+    pushed before the last push is not pm-course's any more: an instructor who put it back by hand (a late
+    penalty waived in SpeedGrader) made it theirs.
+    """
+    files = _exports(kind, assignment, lms_id, config)
+    pushed = record.get(kind, {}).get(assignment, {}).get(lms_id, [])
+    if not pushed:
+        return list(files)
+    return [pushed[-1]["grade"], *files[pushed[-1].get("exports", 0):]]
 
 
 def _page(entry, text: str) -> str | None:
@@ -333,8 +347,14 @@ def _page(entry, text: str) -> str | None:
     return notice_page(entry, text)
 
 
-def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bool) -> tuple[Plan, dict]:
-    """What push would write now (reading the LMS's cells), and the pages by student."""
+def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bool,
+         partial: dict | None = None) -> tuple[Plan, dict]:
+    """What push would write now (reading the LMS's cells), and the pages by student.
+
+    ``partial``: what an interrupted ``--apply`` wrote of each student (its journal), said in the preview.
+    A graded student the push cannot reach (not in the LMS, no page) is a ``skip`` row that keeps its ``new``
+    grade: ``--apply`` names it as not pushed.
+    """
     rows = [e for e in grade_entries() if e.assignment == assignment and e.lms == kind and e.lms_id]
     if not rows:
         raise CourseError(f"nothing of {assignment} was collected from {NAMES[kind]}: pm-course collect --from {kind}"
@@ -356,17 +376,19 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
     for e in sorted(rows, key=lambda e: e.student):
         row = Row(e.student, e.lms_id, e.name, "skip")
         out.rows.append(row)
-        if e.lms_id not in cells:
+        cell = cells.get(e.lms_id)
+        if cell is not None:
+            row.old = "EX" if cell.excused else cell.grade
+        if e.status == GRADED:
+            final, note = late.apply(e)
+            row.new = points(final * scale)
+        if cell is None:
             row.why = f"not a student of this assignment in {NAMES[kind]}"
             continue
-        cell = cells[e.lms_id]
-        row.old = "EX" if cell.excused else cell.grade
         if e.status != GRADED:
             row.why = {"not submitted": "nothing submitted"}.get(e.status, e.status + (f": {e.reason}" if e.reason
                                                                                     else ""))
             continue
-        final, note = late.apply(e)
-        row.new = points(final * scale)
         row.comment = comment(e, final, note)
         page = _page(e, row.comment)
         if page is None:
@@ -386,9 +408,22 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
             row.action, row.why = "write", "replaces a grade changed in the LMS (--overwrite-lms-edits)"
         else:
             row.action = "kept"
-            row.why = ("changed in the LMS since pm-course's last push" + (f" (pushed {mine[-1]})" if mine else
-                       " (not pushed by pm-course)") + "; --overwrite-lms-edits replaces it")
+            row.why = ("changed in the LMS since pm-course's last push" + (f" (pushed {last[-1]['grade']})" if last
+                       else " (not pushed by pm-course)") + "; --overwrite-lms-edits replaces it")
+        step = _carried((partial or {}).get(e.student), row)
+        if row.action == "write" and step:
+            row.why = ("finishes an interrupted push: the grade and comment are in, the feedback page is not"
+                       if step.get("grade") else "finishes an interrupted push: the comment is in, the grade is not")
     return out, pages
+
+
+def _carried(step: dict | None, row: Row) -> dict:
+    """What an interrupted ``--apply`` already wrote of ``row`` and need not write again: the comment (Canvas
+    keeps every comment posted: posting it twice shows it twice) when it was for this same grade, and the grade
+    when the LMS still holds it."""
+    if not step or not step.get("comment") or step.get("for") != row.new:
+        return {}
+    return {"comment": True, "for": row.new, **({"grade": row.new} if same(row.old, row.new) else {})}
 
 
 def show(p: Plan) -> str:
@@ -403,11 +438,13 @@ def show(p: Plan) -> str:
         elif r.action == "kept":
             what = f"{r.old}: kept, {r.why}" + (f"; pm-course's {r.new}" if r.new else "")
         else:
-            what = f"skipped: {r.why}"
+            what = f"skipped: {r.why}" + (f" (graded {r.new}: NOT PUSHED)" if r.new else "")
         lines.append(f"  {r.student:<{width}}  {what}")
     counts = {a: sum(r.action == a for r in p.rows) for a in ("write", "same", "kept", "skip")}
+    unpushed = sum(r.action == "skip" and bool(r.new) for r in p.rows)
     lines.append(f"{counts['write']} to write, {counts['same']} unchanged, {counts['kept']} kept as the LMS has"
-                 f" them, {counts['skip']} skipped")
+                 f" them, {counts['skip']} skipped" + (f" ({unpushed} of them graded: --apply names them as not"
+                                                         " pushed)" if unpushed else ""))
     if p.posting:
         lines.append(p.posting)
     return "\n".join(lines)
@@ -457,6 +494,24 @@ def _save_json(path: Path, data) -> None:
     state.write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def _reach(kind: str, config: Course, err: Interrupted) -> CourseError:
+    """The error for an LMS that could not be reached before anything was written."""
+    server = config.servers.get(kind)
+    cause = str(err)
+    how = ("a secure connection (TLS) could not be made" if "SSL" in cause else
+           "its name could not be looked up" if "NameResolution" in cause or "resolve" in cause else
+           "no answer in time" if "Timeout" in cause else "the connection failed")
+    return CourseError(f"could not reach {NAMES[kind]} at {getattr(server, 'url', '?')} ([{kind}] url in"
+                       f" {config.source or 'course.toml'}): {how} ({cause}). Nothing was written.")
+
+
+def _options(late: Late, assignment: str, overwrite: bool) -> dict:
+    """The options a preview was made with, which its ``--apply`` must repeat."""
+    due = late.dues.get(assignment)
+    return {"late penalty": late.percent, "due": due.isoformat() if due else None,
+            "times": len(late.times), "overwrite-lms-edits": overwrite}
+
+
 def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: bool = False,
          token_file: Path | None = None, late: Late | None = None, force: bool = False) -> None:
     """Preview (or, with ``apply``, write) the grades, comments and feedback pages of ``assignment`` in ``kind``.
@@ -472,37 +527,58 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
                           f" {', '.join(assignment_names())}")
     late = late or Late.of()
     secret = token(kind, token_file)
+    preview_file = PUSH / f"{kind}-{assignment}.json"
+    journal_file = PUSH / f"{kind}-{assignment}.journal.json"
+    options = _options(late, assignment, overwrite_lms_edits)
+    try:
+        journal = json.loads(journal_file.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        journal = {}
     try:
         lms = _client(kind, assignment, late.config, secret)
-        preview_file = PUSH / f"{kind}-{assignment}.json"
-        journal_file = PUSH / f"{kind}-{assignment}.journal.json"
-        now, pages = plan(kind, assignment, lms, late, overwrite_lms_edits, force)
-        if not apply:
-            print(show(now))
-            _save_json(preview_file, {"made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                      "rows": [asdict(r) for r in now.rows]})
-            print(f"Preview saved ({preview_file}). Nothing was written to {NAMES[kind]}: pm-course push --to {kind}"
-                  f" --assignment {assignment} --apply writes exactly this.")
-            return
-        _apply(lms, now, pages, preview_file, journal_file)
+        now, pages = plan(kind, assignment, lms, late, overwrite_lms_edits, force, journal.get("done"))
+    except Interrupted as err:
+        raise _reach(kind, late.config, err) from None
+    if not apply:
+        print(show(now))
+        _save_json(preview_file, {"made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                  "options": options, "rows": [asdict(r) for r in now.rows]})
+        print(f"Preview saved ({preview_file}). Nothing was written to {NAMES[kind]}: pm-course push --to {kind}"
+              f" --assignment {assignment} --apply writes exactly this.")
+        return
+    try:
+        _apply(lms, now, pages, preview_file, journal_file, late.config, options)
     except Interrupted as err:
         raise CourseError(f"push stopped: the connection to {NAMES[kind]} failed ({err}). What was written and read"
                           " back is recorded; run the same push --apply again to finish the rest.") from None
 
 
-def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) -> None:
+def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, config: Course,
+           options: dict) -> None:
     kind, assignment = now.lms, now.assignment
+    again = f"pm-course push --to {kind} --assignment {assignment}"
     try:
         preview = json.loads(preview_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CourseError(f"no preview of {assignment} for {NAMES[kind]}: run pm-course push --to {kind} --assignment"
-                          f" {assignment} first (without --apply), read it, then --apply") from None
+        if _record().get(kind, {}).get(assignment):
+            raise CourseError(f"no preview of {assignment} for {NAMES[kind]} to apply: the last --apply finished it"
+                              f" (and removed it). {again} (without --apply) shows whether anything is left to"
+                              " write.") from None
+        raise CourseError(f"no preview of {assignment} for {NAMES[kind]}: run {again} first (without --apply), read"
+                          " it, then --apply") from None
+    made = preview.get("options")
+    if made is not None and made != options:
+        differ = "; ".join(f"{k}: {made.get(k)!r} in the preview, {options.get(k)!r} now" for k in options
+                           if made.get(k) != options.get(k))
+        raise CourseError(f"this --apply's options are not the preview's ({differ}). Nothing was written: give"
+                          f" --apply the preview's options, or run {again} with these and read the new preview.")
     try:
         journal = json.loads(journal_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         journal = {}
-    if journal and journal.get("preview") != preview["made"]:
-        journal = {}
+    carried = {}
+    if journal and journal.get("preview") != preview["made"]:  # a new preview after an interrupted --apply
+        carried, journal = journal.get("done", {}), {}
     journal.setdefault("preview", preview["made"])
     done = journal.setdefault("done", {})
     seen = {r["student"]: Row(**r) for r in preview["rows"]}
@@ -519,8 +595,8 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) 
     changed += [f"{s} (in the preview, not now)" for s in gone]
     if changed:
         raise CourseError(f"{NAMES[kind]} or the grades changed since the preview ({preview['made']}), for"
-                          f" {len(changed)} student(s): {'; '.join(changed)}. Nothing was written: run pm-course"
-                          f" push --to {kind} --assignment {assignment} again and read the new preview.")
+                          f" {len(changed)} student(s): {'; '.join(changed)}. Nothing was written: run {again}"
+                          " again and read the new preview.")
     record = _record()
     cells = record.setdefault(kind, {}).setdefault(assignment, {})
     failed, wrote = [], 0
@@ -529,25 +605,32 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) 
             if r.action != "write":
                 continue
             step = done.setdefault(r.student, {})
+            if not step:
+                step.update(_carried(carried.get(r.student), r))
             page = Path(tmp) / f"feedback-{Path(expected_notebooks()[assignment]).stem}.html"
             page.write_text(pages[r.student], encoding="utf-8")
             try:
                 lost = ""
                 if kind == "canvas":  # grade and comment in one PUT, read back; then the page
                     if not step.get("grade"):
-                        lms.write_grade(r.lms_id, r.new, r.comment)
+                        # Canvas keeps every comment posted: once posted, a retry sends the grade alone
+                        lms.write_grade(r.lms_id, r.new, "" if step.get("comment") else r.comment)
+                        step.update({"comment": True, "for": r.new})
+                        _save_json(journal_file, journal)
                         lost = _read_back(lms, r)
                         if not lost:
                             step["grade"] = r.new
                             _save_json(journal_file, journal)
                     if not lost:
                         lms.write_page(r.lms_id, page)
-                else:  # grade, comment and page in one call, read back
+                else:  # grade, comment and page in one call (each save replaces the last), read back
                     lms.write(r.lms_id, r.new, r.comment, page)
                     lost = _read_back(lms, r)
                 if lost:
                     failed.append(lost)
-                    done.pop(r.student)
+                    if not step:
+                        done.pop(r.student)
+                    _save_json(journal_file, journal)
                     continue
                 step["grade"] = r.new
             except Interrupted:
@@ -562,7 +645,8 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) 
                 continue
             step["page"] = r.page
             cells.setdefault(r.lms_id, []).append({"grade": r.new, "page": r.page, "at": datetime.now(
-                timezone.utc).isoformat(timespec="seconds")})
+                timezone.utc).isoformat(timespec="seconds"), "exports": len(_exports(kind, assignment, r.lms_id,
+                                                                                    config))})
             _save_json(journal_file, journal)
             _save_record(record)
             wrote += 1
@@ -574,12 +658,17 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path) 
     if now.posting:
         print(now.posting)
     print(f"Pushed {wrote} grade(s) to {NAMES[kind]} for {assignment}, each read back.")
+    unpushed = [f"{r.student} (graded {r.new}): {r.why}" for r in now.rows if r.action == "skip" and r.new]
     if failed:
         _save_json(journal_file, journal)
-        raise CourseError(f"not pushed ({len(failed)}): " + "; ".join(failed) + ". Run the same push --apply again"
-                          " to retry them (the others are done).")
+        raise CourseError(f"not pushed ({len(failed) + len(unpushed)}): " + "; ".join(failed + unpushed) +
+                          ". Run the same push --apply again to retry them (the others are done).")
     for path in (journal_file, preview_file):
         path.unlink(missing_ok=True)
+    if unpushed:
+        raise CourseError(f"graded but not pushed ({len(unpushed)}): " + "; ".join(unpushed) + f". Add each to the"
+                          f" {NAMES[kind]} assignment (or make their feedback page: pm-course grade), then run"
+                          f" {again} again.")
 
 
 def _read_back(lms, r: Row) -> str:

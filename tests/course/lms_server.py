@@ -9,7 +9,8 @@ attach the file's id). Moodle (``/webservice/rest/server.php``):
 ``mod_assign_get_assignments``, ``mod_assign_list_participants`` (``recordid``:
 the participant number of the download and worksheet), ``mod_assign_get_grades``
 (``-1`` for no grade), ``mod_assign_save_grades`` (grade, comment and feedback
-files from a draft area), and ``/webservice/upload.php``. Errors as each answers
+files from a draft area, each save replacing the grade's comment and files), and
+``/webservice/upload.php``. Errors as each answers
 them: Canvas 401 with ``WWW-Authenticate`` for a bad token, 429 (or the older
 403 "Rate Limit Exceeded") with ``X-Rate-Limit-Remaining``; Moodle an exception
 object with HTTP 200.
@@ -262,13 +263,15 @@ class FakeLMS:
                     sub = lms.moodle[uid]
                     if uid not in lms._forget:
                         sub.score = float(form["grades[0][grade]"])
+                    # one feedback comment and one file area per grade: a save replaces them (the comments
+                    # plugin updates its record; file_save_draft_area_files makes the area the draft's)
                     text = form.get("grades[0][plugindata][assignfeedbackcomments_editor][text]")
                     if text:
-                        sub.comments.append({"text": text})
+                        sub.comments = [c for c in sub.comments if "text" not in c] + [{"text": text}]
                     draft = form.get("grades[0][plugindata][files_filemanager]")
                     if draft:
                         name, data = lms.files[int(draft)]
-                        sub.comments.append({"file": name, "body": data})
+                        sub.comments = [c for c in sub.comments if "file" not in c] + [{"file": name, "body": data}]
                     return self._send(200, None)
                 return self._send(200, {"exception": "webservice_access_exception", "errorcode": "accessexception",
                                         "message": f"Access control exception ({fn})"})

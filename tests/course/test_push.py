@@ -267,3 +267,86 @@ def test_rows_out_of_date_are_refused_as_export_refuses_them(course, tmp_path):
     assert refused.returncode != 0 and "obrienzoe_102" in refused.stderr and "out-of-date" in refused.stderr, \
         refused.stderr
     assert not writes(lms)
+
+
+def test_a_hand_edit_back_to_an_earlier_pushed_grade_is_kept(course):
+    """Only the last value pushed is pm-course's: an instructor who puts back an earlier one (a late penalty
+    waived in SpeedGrader) made it theirs."""
+    env, folder, lms = course
+    assert push(env).returncode == 0 and push(env, "--apply").returncode == 0      # José 3 of 3
+    lms.assignment["points_possible"] = 10                                         # the column now out of 10
+    assert push(env).returncode == 0 and push(env, "--apply").returncode == 0      # José 10
+    lms.edit("101", 3)                                                             # put back to 3 by hand
+    preview = push(env)
+    assert "3: kept, changed in the LMS since pm-course's last push (pushed 10)" in preview.stdout, preview.stdout
+    assert push(env, "--apply").returncode == 0 and lms.canvas["101"].score == 3
+
+
+def test_a_graded_student_missing_from_the_lms_is_named_as_not_pushed(course):
+    env, folder, lms = course
+    del lms.canvas["102"]  # Zoë (graded 0 of 3) is not in the Canvas course
+    preview = push(env)
+    assert "skipped: not a student of this assignment in Canvas (graded 0: NOT PUSHED)" in preview.stdout, \
+        preview.stdout
+    applied = push(env, "--apply")
+    assert applied.returncode != 0 and lms.canvas["101"].score == 3, applied.stdout + applied.stderr
+    assert "graded but not pushed (1): obrienzoe_102 (graded 0)" in applied.stderr, applied.stderr
+
+
+def test_a_token_on_the_command_line_is_refused_without_repeating_it(course):
+    env, folder, lms = course
+    for args in (("--token", TOKEN), (f"--token={TOKEN}",), ("--token",)):
+        refused = push(env, *args)
+        assert refused.returncode != 0 and "never taken from the command line" in refused.stderr, refused.stderr
+        assert TOKEN not in refused.stdout + refused.stderr
+    assert not writes(lms)
+
+
+def test_an_unreachable_lms_is_named_with_its_address(course, tmp_path):
+    env, folder, lms = course
+    config = tmp_path / "elsewhere.toml"
+    config.write_text(open(env["PM_COURSE_CONFIG"]).read().replace(lms.url, "http://127.0.0.1:9", 1))
+    refused = push(dict(env, PM_COURSE_CONFIG=str(config)))
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert "could not reach Canvas at http://127.0.0.1:9 ([canvas] url in" in refused.stderr, refused.stderr
+    assert "Nothing was written" in refused.stderr and "--apply again" not in refused.stderr
+
+
+def test_a_retry_after_a_grade_not_kept_posts_the_comment_once(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.forget("102")
+    assert push(env, "--apply").returncode != 0
+    lms._forget.clear()
+    again = push(env, "--apply")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert lms.canvas["102"].score == 0
+    assert len([c for c in lms.canvas["102"].comments if "text" in c]) == 1, lms.canvas["102"].comments
+    assert len([c for c in lms.canvas["102"].comments if "file" in c]) == 1, lms.canvas["102"].comments
+
+
+def test_a_new_preview_after_a_cut_finishes_without_posting_twice(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.cut_after(3)  # José's grade and page, Zoë's grade and comment; her page is cut
+    assert push(env, "--apply").returncode != 0
+    lms.cut_after(None)
+    preview = push(env)
+    assert "finishes an interrupted push: the grade and comment are in" in preview.stdout, preview.stdout
+    applied = push(env, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    for uid in ("101", "102"):
+        assert len([c for c in lms.canvas[uid].comments if "text" in c]) == 1, lms.canvas[uid].comments
+        assert len([c for c in lms.canvas[uid].comments if "file" in c]) == 1, lms.canvas[uid].comments
+
+
+def test_apply_with_other_options_than_the_preview_names_them(course):
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    refused = push(env, "--apply", "--overwrite-lms-edits")
+    assert refused.returncode != 0 and "overwrite-lms-edits: False in the preview, True now" in refused.stderr, \
+        refused.stderr
+    assert not writes(lms)
+    assert push(env, "--apply").returncode == 0
+    again = push(env, "--apply")
+    assert again.returncode != 0 and "the last --apply finished it" in again.stderr, again.stderr
