@@ -371,6 +371,9 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
         scale = theirs / ours_max
         print(f"Rescaled: {NAMES[kind]}'s assignment is out of {theirs:g} points, {assignment} out of"
               f" {ours_max:g}: scores x {theirs:g}/{ours_max:g}")
+    if theirs is None:
+        print(f"{NAMES[kind]}'s assignment sets no points: grades go as {assignment}'s points (out of {ours_max:g});"
+              " give the assignment its points in the LMS first if it should count on another scale")
     cells, record, config = lms.cells(), _record(), late.config
     out, pages = Plan(kind, assignment, posting=lms.posting()), {}
     for e in sorted(rows, key=lambda e: e.student):

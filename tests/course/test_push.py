@@ -350,3 +350,11 @@ def test_apply_with_other_options_than_the_preview_names_them(course):
     assert push(env, "--apply").returncode == 0
     again = push(env, "--apply")
     assert again.returncode != 0 and "the last --apply finished it" in again.stderr, again.stderr
+
+
+def test_an_assignment_without_points_in_the_lms_is_said(course):
+    env, folder, lms = course
+    lms.assignment["points_possible"] = None
+    preview = push(env)
+    assert preview.returncode == 0 and "sets no points: grades go as 03_subspace's points (out of 3)" in \
+        preview.stdout, preview.stdout
