@@ -735,6 +735,7 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
     >>> est.shape
     (2,)
     """
+    asked("attnlib.attribution.attribution_patching")  # an exercise asks for it: withheld while one is judged
     clean, corrupt = model._tokens(clean), model._tokens(corrupt)
     if clean.shape != corrupt.shape:
         raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .checks import asked
 from .model import Model, Trace
 
 
@@ -111,6 +112,7 @@ def gradients(model: Model, tokens, direction) -> Gradients:
     >>> [g.shape for g in gradients(m, toks, d).keys]
     [(1, 5, 32)]
     """
+    asked("attnlib.backward.gradients")  # an exercise asks for it: withheld while one is judged
     tokens = model._tokens(tokens)
     direction = check_direction(model, tokens, direction)
     tr = model.trace(tokens)

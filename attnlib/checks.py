@@ -15,6 +15,8 @@ withheld: calling one raises :class:`Withheld`, which names it.
 from __future__ import annotations
 
 import ast
+import functools
+import inspect
 import sys
 
 import numpy as np
@@ -194,6 +196,55 @@ def _shell():
     return get_ipython()
 
 
+_PLAIN = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _called_as(student, instructor):
+    """``instructor``'s function, taking its arguments as ``student``'s own function takes them.
+
+    The student's code calls the function it wrote, perhaps by keyword and with
+    its own names for the parameters (``stream_gradient(model, tokens=x,
+    pos=p, ...)`` where the stub says ``position``): the instructor's version
+    put in its place must accept that call as the student's would. A call is
+    bound to the student's signature and passed on by position, the student's
+    parameters in order being the instructor's. Only plain parameters map so:
+    if either side has ``*args``, ``**kwargs`` or keyword-only parameters, or
+    the student's has more parameters than the instructor's, or the
+    instructor's extra ones have no default, the instructor's function is
+    used as it is (and a call it cannot take fails as before).
+
+    Examples
+    --------
+    >>> def mine(model, tokens, pos): ...
+    >>> def theirs(model, tokens, position):
+    ...     return (model, tokens, position)
+    >>> _called_as(mine, theirs)(1, tokens=2, pos=3)
+    (1, 2, 3)
+    """
+    try:
+        want, have = inspect.signature(student), inspect.signature(instructor)
+    except (TypeError, ValueError):   # not a function (or _MISSING): nothing to follow
+        return instructor
+    mine, theirs = list(want.parameters.values()), list(have.parameters.values())
+    if [p.name for p in mine] == [p.name for p in theirs]:
+        return instructor
+    if (any(p.kind not in _PLAIN for p in mine + theirs) or len(mine) > len(theirs)
+            or any(p.default is p.empty for p in theirs[len(mine):])):
+        return instructor
+
+    @functools.wraps(instructor)
+    def as_the_student_calls_it(*args, **kwargs):
+        try:
+            bound = want.bind(*args, **kwargs)
+        except TypeError:   # the student's own function would refuse it too: the instructor's says why
+            return instructor(*args, **kwargs)
+        bound.apply_defaults()
+        return instructor(*bound.args)
+
+    as_the_student_calls_it.__signature__ = want
+    return as_the_student_calls_it
+
+
 class judging:
     """Run a test cell's checks on ``names`` alone.
 
@@ -240,7 +291,7 @@ class judging:
         for node in ast.parse(source).body:
             if isinstance(node, ast.FunctionDef) and node.name not in self.names:
                 self._saved[node.name] = user.get(node.name, _MISSING)
-                user[node.name] = instructor[node.name]
+                user[node.name] = _called_as(self._saved[node.name], instructor[node.name])
         self._user = user
         return self
 

@@ -8,6 +8,9 @@ at the top of the cell (ending in ``# pm-grader``, which the feedback never
 shows) that hands the kernel the instructor's versions of the functions judged
 by *earlier* test cells. Inside the block those replace the student's, so the
 judged function is the only student code that decides the cell.
+Each takes its arguments as the student's own function would (the student's
+parameter names, called by keyword: :func:`attnlib.checks._called_as`), so a
+student who renamed a stub's parameters loses nothing by it.
 
 Only functions whose own test cells have already run are handed over: a
 student's code could keep a copy, but it can earn no point with it, since

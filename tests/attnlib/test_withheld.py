@@ -87,3 +87,24 @@ def test_a_block_whose_record_was_changed_fails():
 def test_the_withheld_error_is_a_failed_check():
     """An AssertionError, so the test cell fails with its message, as for every failed check."""
     assert issubclass(Withheld, AssertionError)
+
+
+EXERCISE_10 = {
+    "attnlib.backward.gradients": lambda m, d: __import__("attnlib.backward").backward.gradients(m, TOKS, d),
+    "attnlib.attribution.attribution_patching": lambda m, d: attnlib.attribution.attribution_patching(
+        m, TOKS, TOKS[::-1], [(0, 0)], d),
+}
+
+
+@pytest.mark.parametrize("name", EXERCISE_10)
+def test_exercise_10s_answers_are_withheld_while_judged(model, name):
+    """Exercise 10 asks for the gradient with numpy (no autodiff) and for attribution patching:
+    the library's gradient and its attribution patching are withheld too."""
+    d = np.zeros((len(TOKS), model.vocab))
+    d[4, 7] = 1.0
+    EXERCISE_10[name](model, d)
+    with pytest.raises(Withheld, match="attnlib.backward.gradients is what" if "backward" in name
+                       else f"{name} is what"):
+        with judging("stream_gradient"):
+            EXERCISE_10[name](model, d)
+    EXERCISE_10[name](model, d)

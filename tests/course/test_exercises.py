@@ -309,3 +309,146 @@ def test_the_library_answer_saved_at_import_scores_nothing(target, test_id, call
     visible, hidden = (run_cell("09_attribution", test_id, [answer], part) for part in ("visible", "hidden"))
     assert isinstance(visible, checks.Withheld) and f"attnlib.attribution.{target} is what" in str(visible)
     assert isinstance(hidden, checks.Withheld)
+
+
+# Valid answers that change more than a function's body: the student's own parameter names
+# (called by keyword from another of their functions), or float32 arithmetic. Each is a list of
+# whole solution cells, put in place of the instructor's.
+_QK_RENAMED = '''
+def qk_attribution(model, tokens, layer, head, q_pos, k_pos):
+    tr = model.trace(tokens)
+    T = len(tokens)
+    terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]]
+                     + [w[i] for w in tr.writes[:layer] for i in range(len(w))])
+    w = model.layers[layer].per_head
+    return (terms[:, q_pos] @ w.W_Q[head]) @ (terms[:, k_pos] @ w.W_K[head]).T / np.sqrt(w.W_Q.shape[-1])
+'''
+_KEYS_BY_KEYWORD = '''
+def keys_read(model, tokens, layer, head, query):
+    A = model.trace(tokens).attention_weights[layer][head, query]
+    best = int(np.argmax(A[: query + 1]))
+    M = np.stack([qk_attribution(model, tokens, layer=layer, head=head, q_pos=query, k_pos=k)
+                  for k in range(query + 1)])
+    side = (M[best] - np.delete(M, best, axis=0).mean(axis=0)).sum(axis=0)[2:]
+    names = [f"L{l}H{i}" for l in range(layer) for i in range(model.layers[l].n_heads)]
+    return names[int(np.argmax(side))] if side.max() > 0 else None
+'''
+_QK_FLOAT32 = '''
+def qk_attribution(model, tokens, layer, head, query, key):
+    f = np.float32
+    tr = model.trace(tokens)
+    T = len(tokens)
+    terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]]
+                     + [w[i] for w in tr.writes[:layer] for i in range(len(w))]).astype(f)
+    w = model.layers[layer].per_head
+    q_side, k_side = terms[:, query] @ w.W_Q[head].astype(f), terms[:, key] @ w.W_K[head].astype(f)
+    return q_side @ k_side.T / f(np.sqrt(w.W_Q.shape[-1]))
+'''
+_GRAD_RENAMED = '''
+def stream_gradient(model, tokens, pos, good, bad):
+    x = model.trace(tokens).residual[1]
+    G = np.zeros_like(x)
+    G[pos] = model.W_U[:, good] - model.W_U[:, bad]
+    grad = G.copy()
+    w, d = model.layers[1].per_head, model.layers[1].d_head
+    for i in range(model.layers[1].n_heads):
+        Q, K, V = x @ w.W_Q[i], x @ w.W_K[i], x @ w.W_V[i]
+        A = attnlib.attention_weights(Q, K, causal=True)
+        dZ = G @ w.W_O[i].T
+        dA, dV = dZ @ V.T, A.T @ dZ
+        dS = A * (dA - (A * dA).sum(axis=1, keepdims=True))
+        grad += (dS @ K / np.sqrt(d)) @ w.W_Q[i].T + (dS.T @ Q / np.sqrt(d)) @ w.W_K[i].T + dV @ w.W_V[i].T
+    return grad
+'''
+_ATP_BY_KEYWORD = '''
+def attribution_patch(model, clean, corrupt, head, position, good, bad):
+    g = stream_gradient(model, tokens=corrupt, pos=position, good=good, bad=bad)
+    change = model.trace(clean).writes[0][head] - model.trace(corrupt).writes[0][head]
+    return float((g * change).sum())
+'''
+_GRAD_FLOAT32 = _GRAD_RENAMED.replace("x = model.trace(tokens).residual[1]",
+                                      "x = model.trace(tokens).residual[1].astype(np.float32)").replace(
+    "G[pos] = model.W_U[:, good] - model.W_U[:, bad]",
+    "G[pos] = (model.W_U[:, good] - model.W_U[:, bad]).astype(np.float32)").replace(
+    "w, d = model.layers[1].per_head, model.layers[1].d_head",
+    "w, d = model.layers[1].per_head, model.layers[1].d_head\n"
+    "    w = type(w)(*(a.astype(np.float32) for a in w))")
+
+WHOLE_ALTERNATIVES = [
+    ("09_attribution", "qk_attribution renamed (q_pos, k_pos), called by keyword from keys_read",
+     [_QK_RENAMED, _KEYS_BY_KEYWORD]),
+    ("09_attribution", "qk_attribution in float32", [_QK_FLOAT32]),
+    ("10_attribution_patching", "stream_gradient's position renamed pos, called by keyword from attribution_patch",
+     [_GRAD_RENAMED, _ATP_BY_KEYWORD]),
+    ("10_attribution_patching", "stream_gradient in float32", [_GRAD_FLOAT32]),
+]
+
+
+@pytest.mark.parametrize("name,why,answers", WHOLE_ALTERNATIVES, ids=[f"{c[0][:2]}-{i}" for i, c in
+                                                                      enumerate(WHOLE_ALTERNATIVES)])
+def test_a_valid_alternative_with_its_own_signature_or_precision_keeps_every_point(name, why, answers):
+    """The grader puts the instructor's version of an earlier function in place of the student's:
+    it must take the call the student's code makes (the student's parameter names), and a
+    float32-precise answer passes the hidden tests as it passes the visible ones."""
+    for test_id in graded_cells(name):
+        for part in ("visible", "hidden"):
+            error = run_cell(name, test_id, answers, part)
+            assert error is None, f"a valid answer ({why}) fails {test_id}'s {part} part: {error!r}"
+
+
+_NO_CONTRAST = {
+    "the key's own matrix, not the contrast": "side = M[best].sum(axis=0)[2:]",
+    "the attention-weighted matrix, not the contrast": "side = np.tensordot(A[: query + 1], M, 1).sum(axis=0)[2:]",
+}
+
+
+@pytest.mark.parametrize("why", _NO_CONTRAST)
+def test_keys_read_without_the_contrast_fails_a_visible_check_that_names_it(why):
+    body = _KEYS_BY_KEYWORD.replace(
+        "side = (M[best] - np.delete(M, best, axis=0).mean(axis=0)).sum(axis=0)[2:]", _NO_CONTRAST[why]).replace(
+        "q_pos=query, k_pos=k", "query, k").replace("layer=layer, head=head, ", "layer, head, ")
+    assert _NO_CONTRAST[why] in body
+    visible, hidden = (run_cell("09_attribution", "test-keys", [body], part) for part in ("visible", "hidden"))
+    assert isinstance(visible, AssertionError) and "contrast" in str(visible), visible
+    assert hidden is not None
+
+
+def test_a_wrong_gradient_is_named_where_attribution_patch_fails_for_it(monkeypatch):
+    """In a student's own run (nothing handed over), a wrong 10.1 makes a right attribution_patch
+    fail its checks: the message says to check 10.1 first."""
+    wrong = _GRAD_RENAMED.replace("grad = G.copy()", "grad = 0 * G")
+    monkeypatch.setattr(isolate, "instructor_source", lambda nb, gid: "")
+    error = run_cell("10_attribution_patching", "test-atp", [wrong, _ATP_BY_KEYWORD], "visible")
+    assert isinstance(error, AssertionError) and "check 10.1/10.2 first" in str(error), error
+    assert "stream_gradient (10.1)" in str(error) and "activation_patch" not in str(error)
+    monkeypatch.undo()   # graded: the instructor's stream_gradient is handed over, and the cell passes
+    assert run_cell("10_attribution_patching", "test-atp", [wrong, _ATP_BY_KEYWORD], "visible") is None
+
+
+def test_a_double_counted_position_embedding_is_named():
+    wrong = with_wrong_answer(solution_cell("09_attribution", "logit_attribution").source, "logit_attribution", """
+        tr = model.trace(tokens)
+        u = model.W_U[:, target]
+        heads = [w[:, position] @ u for w in tr.writes]
+        return np.concatenate([[tr.embedding[position] @ u, model.W_pos[position] @ u], *heads])
+    """)
+    error = run_cell("09_attribution", "test-logit", [wrong], "visible")
+    assert isinstance(error, AssertionError) and "position embedding left in the token term" in str(error), error
+
+
+@pytest.mark.parametrize("name,target,call", [
+    ("10_attribution_patching", "stream_gradient",
+     "D = np.zeros((len(tokens), model.W_U.shape[1])); D[position, good], D[position, bad] = 1.0, -1.0\n"
+     "return __import__('attnlib.backward').backward.gradients(model, tokens, D).stream[1]"),
+    ("10_attribution_patching", "attribution_patch",
+     "from attnlib.attribution import attribution_patching\n"
+     "D = np.zeros((len(clean), model.W_U.shape[1])); D[position, good], D[position, bad] = 1.0, -1.0\n"
+     "return float(attribution_patching(model, clean, corrupt, [(0, head)], D)[0])"),
+])
+def test_exercise_10s_library_answers_score_nothing(name, target, call):
+    """10.1 asks for the gradient without an autodiff library: the library's gradient and its
+    attribution patching are withheld while the student's functions are judged."""
+    answer = with_wrong_answer(solution_cell(name, target).source, target, call)
+    test_id = {"stream_gradient": "test-grad", "attribution_patch": "test-atp"}[target]
+    for part in ("visible", "hidden"):
+        assert isinstance(run_cell(name, test_id, [answer], part), checks.Withheld)
