@@ -122,31 +122,35 @@ def test_the_judged_function_is_never_replaced():
     assert ns["got"] == "mine"
 
 
+def judged(student: str, instructor: str, call: str = "got = pick([1])", ns: dict | None = None) -> dict:
+    """The namespace after ``student``'s code ran and ``call`` ran inside ``judging("pick")``, the instructor's
+    ``instructor`` offered for the functions judged before."""
+    ns = ns if ns is not None else {"judging": judging}
+    if student:
+        exec(student, ns)
+    checks._offer(instructor)
+    exec(f'with judging("pick"):\n    {call}', ns)
+    return ns
+
+
 def test_the_instructors_version_takes_the_call_the_students_function_takes():
     """The student named the parameters their own way and calls the function by keyword: the
     instructor's version put in its place takes that call, by the student's parameter order."""
-    ns = {"judging": judging}
-    exec("def weights(scores, temp=1.0):\n    return 'wrong'\n"
-         "def pick(s):\n    return weights(temp=2.0, scores=s)", ns)
-    checks._offer("def weights(s, t):\n    return ('right', s, t)")
-    exec('with judging("pick"):\n    got = pick([1])', ns)
+    theirs = "def weights(s, t):\n    return ('right', s, t)"
+    ns = judged("def weights(scores, temp=1.0):\n    return 'wrong'\n"
+                "def pick(s):\n    return weights(temp=2.0, scores=s)", theirs)
     assert ns["got"] == ("right", [1], 2.0)
-    checks._offer("def weights(s, t):\n    return ('right', s, t)")
-    exec('with judging("pick"):\n    by_default = weights([3])', ns)   # the student's default, handed on
+    ns = judged("", theirs, "by_default = weights([3])", ns)   # the student's default, handed on
     assert ns["by_default"] == ("right", [3], 1.0)
 
 
 def test_a_keyword_call_by_the_students_name_reaches_the_instructors_version():
     """Without the mapping, the instructor's names would refuse the student's keyword (a TypeError)."""
-    ns = {"judging": judging}
-    exec("def weights(scores):\n    return 'wrong'\ndef pick(s):\n    return weights(scores=s)", ns)
-    checks._offer("def weights(s):\n    return 'right'")
-    exec('with judging("pick"):\n    got = pick([1])', ns)
+    theirs = "def weights(s):\n    return 'right'"
+    ns = judged("def weights(scores):\n    return 'wrong'\ndef pick(s):\n    return weights(scores=s)", theirs)
     assert ns["got"] == "right"
     ns["weights"] = lambda scores: "wrong"   # a lambda has a signature too
-    checks._offer("def weights(s):\n    return 'right'")
-    exec('with judging("pick"):\n    got = pick([1])', ns)
-    assert ns["got"] == "right"
+    assert judged("", theirs, ns=ns)["got"] == "right"
 
 
 @pytest.mark.parametrize("student", [
@@ -155,16 +159,11 @@ def test_a_keyword_call_by_the_students_name_reaches_the_instructors_version():
     "weights = 'not a function'",
 ])
 def test_a_signature_that_cannot_be_mapped_leaves_the_instructors_as_it_is(student):
-    ns = {"judging": judging}
-    exec(student + "\ndef pick(s):\n    return weights(s)", ns)
-    checks._offer("def weights(s):\n    return 'right'")
-    exec('with judging("pick"):\n    got = pick([1])', ns)
+    ns = judged(student + "\ndef pick(s):\n    return weights(s)", "def weights(s):\n    return 'right'")
     assert ns["got"] == "right"
 
 
 def test_the_same_names_hand_over_the_instructors_function_itself():
-    ns = {"judging": judging}
-    exec("def weights(s):\n    return 'wrong'\ndef pick(s):\n    return weights", ns)
-    checks._offer("def weights(s):\n    return 'right'")
-    exec('with judging("pick"):\n    got = pick([1])', ns)
+    ns = judged("def weights(s):\n    return 'wrong'\ndef pick(s):\n    return weights",
+                "def weights(s):\n    return 'right'")
     assert ns["got"].__name__ == "weights" and not hasattr(ns["got"], "__wrapped__")
