@@ -550,14 +550,15 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
               f" --assignment {assignment} --apply writes exactly this.")
         return
     try:
-        _apply(lms, now, pages, preview_file, journal_file, late.config, options)
+        _apply(lms, now, pages, preview_file, journal_file, journal, late.config, options)
     except Interrupted as err:
         raise CourseError(f"push stopped: the connection to {NAMES[kind]} failed ({err}). What was written and read"
                           " back is recorded; run the same push --apply again to finish the rest.") from None
 
 
-def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, config: Course,
+def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, journal: dict, config: Course,
            options: dict) -> None:
+    """Write ``now`` as its saved preview showed it; ``journal``: what earlier --apply runs wrote (push read it)."""
     kind, assignment = now.lms, now.assignment
     again = f"pm-course push --to {kind} --assignment {assignment}"
     try:
@@ -575,10 +576,6 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
                            if made.get(k) != options.get(k))
         raise CourseError(f"this --apply's options are not the preview's ({differ}). Nothing was written: give"
                           f" --apply the preview's options, or run {again} with these and read the new preview.")
-    try:
-        journal = json.loads(journal_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        journal = {}
     carried = {}
     if journal and journal.get("preview") != preview["made"]:  # a new preview after an interrupted --apply
         carried, journal = journal.get("done", {}), {}
