@@ -58,7 +58,6 @@ from .submissions import FAILED, GRADED, MISSING, Class, Entry
 
 SOURCES = ("folder", "canvas", "moodle")
 MANIFEST = submissions.MANIFEST_FILE  # the manifest, kept with the state (:mod:`pm_course.submissions`)
-SOURCES_SEEN = submissions.SOURCES_SEEN  # the folders the grader hides from student code
 MAX_BYTES = 50 * 2**20  # a notebook larger than this is graded with its saved outputs stripped
 MAX_READ = 20 * MAX_BYTES  # a file larger than this is listed, not read (a zip bomb's share of memory)
 LINK = re.compile(r"https?://[^\s\"'<>]+")  # a link handed in for the notebook (a .url, .webloc, .txt)
@@ -676,8 +675,6 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
             shutil.rmtree(COURSE / "submitted" / e.student / e.assignment, ignore_errors=True)
     entries = [e for e in old if e not in replaced] + found.entries
     submissions.write_manifest(entries, MANIFEST)
-    seen = set(SOURCES_SEEN.read_text().splitlines()) if SOURCES_SEEN.is_file() else set()
-    state.write_text(SOURCES_SEEN, "".join(f"{p}\n" for p in sorted(seen | {str(path if path.is_dir() else path.parent)})))
     _report(found, unused, covered, source, path)
     had = sorted(f"{e.student}/{e.assignment}" for e in replaced if e.status != MISSING)
     if had:

@@ -376,13 +376,6 @@ def _zero_cells(entry, wrong: dict[str, list[str]]) -> str:
     return log
 
 
-def _hide_sources() -> None:
-    """Every folder submissions were collected from is hidden from student code, like the course folder."""
-    seen = submissions_mod.SOURCES_SEEN.read_text().split() if submissions_mod.SOURCES_SEEN.is_file() else []
-    given = os.environ.get("PM_SUBMISSIONS", "")
-    os.environ["PM_SUBMISSIONS"] = os.pathsep.join(p for p in [given, *seen] if p)
-
-
 def select(entries, students=None, assignments=None):
     """The entries of ``students`` and ``assignments`` (None: all); an error names any that is unknown."""
     for label, wanted, have in (("--student", students, {e.student for e in entries}),
@@ -452,7 +445,6 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     if not entries:
         raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course collect first,"
                           " or pass the submissions folder to grade")
-    _hide_sources()
     # the student versions of what was handed in, made or made again (the others wait for pm-course assignments)
     handed_in = {e.assignment for e in entries if e.status != submissions_mod.MISSING}
     changed = [a for a in assignments_mod.stale() if a in handed_in]

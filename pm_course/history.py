@@ -3,7 +3,7 @@
 Before a collection changes anything it copies what it is about to replace
 into ``course/history/<time>-<assignments>/``: the collected notebooks of the
 assignments it covers (``submitted/<student>/<assignment>/``), the manifest
-``submissions.csv`` and ``collected-from.txt``, and ``info.json`` (when, which
+``submissions.csv``, and ``info.json`` (when, which
 assignments, the command). :func:`undo` restores the newest of these; what it
 replaces goes to ``course/history/undone/<time>-<assignments>/`` first, so an
 undo loses nothing either. Nothing here deletes a file that has no copy.
@@ -20,7 +20,7 @@ from .course import COURSE, CourseError
 HISTORY = COURSE / "history"
 UNDONE = HISTORY / "undone"
 SUBMITTED = COURSE / "submitted"
-FILES = ("submissions.csv", "collected-from.txt")  # the course's record of what was collected
+FILES = ("submissions.csv",)  # the course's record of what was collected
 
 
 def _label(assignments) -> str:

@@ -1,12 +1,22 @@
 """Kernels for student code: confined with bubblewrap, capped in memory and CPU time.
 
-A student's notebook runs in a kernel that sees the machine read-only, a private
-``/tmp``, and one writable folder: the copy of that student's notebook that the
-grader is running. It cannot see the repository (the exercise sources with their
-hidden tests, the site, ``.git``), the course folder (the gradebook, other
-students' work, the feedback), the submissions folder or the instructor's home;
-it has no network; it lives in its own process namespace, so nothing it starts
-outlives it; and its address space and CPU time are capped with ``prlimit``.
+The sandbox is an allow-list. A student's kernel is built a root of its own and
+sees exactly this of the host, read-only: the operating system's programs and
+libraries (``/usr`` and its links ``/bin``, ``/lib``, ...), a few files of
+``/etc`` (the dynamic linker's cache, the time zone, fonts), the Python
+installation (the virtual environment and the interpreter it was made from) and
+attnlib's folder. It writes only to a private copy of that student's submitted
+files (its home and working folder, ``/home/student``) and a private ``/tmp``.
+Nothing else of the machine exists for it: not the repository (the exercise
+sources with their hidden tests, ``.git``), not any course folder, gradebook or
+LMS download, not another clone, ``/srv``, ``/opt``, ``/mnt``, ``/media``,
+``/var`` or anyone's home. Its environment is an allow-list too
+(:func:`kernel_environment`: the locale, the thread counts, a ``PATH`` of its
+own and the grader's settings for it): an LMS token in the instructor's shell
+never reaches it. It runs as an unprivileged user (``nobody``, 65534, when the
+grader is root) with no capability; it has no network; it lives in its own
+process namespace, so nothing it starts outlives it; and its address space
+and CPU time are capped with ``prlimit``.
 
 nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 ``nbgrader_config.py``). The limits come from the environment:
@@ -181,8 +191,9 @@ def batch_use() -> bool:
 
 
 UNCONFINED_BY_NAME = "unconfined"  # PM_GRADE_UNSAFE=unconfined: the mode asked for by name (needed in batch use)
-UNCONFINED_MEANS = ("student code runs unconfined, as you: it can read and change your files, the course folder"
-                    " (the gradebook, other students' work) and the hidden tests, and reach the network")
+UNCONFINED_MEANS = ("student code runs unconfined, as you: it can read and change your files (your LMS token's file"
+                    " among them), the course folder (the gradebook, other students' work) and the hidden tests, and"
+                    " reach the network; only its environment is still the allow-list")
 
 
 def proc_sys() -> Path:
@@ -314,8 +325,9 @@ def check(announce: bool = True) -> str:
     if works():
         procs = (f"at most {max_procs()} processes and {2 * nbytes / 2**30:.1f} GiB in all per sandbox (PM_GRADE_PROCS)"
                  if cgroups_available() else "no cap on the number of processes (cgroups are not writable here)")
-        return (f"Student code runs in a sandbox (bubblewrap): no network, no view of the repository, the course"
-                f" folder or other students' work; {nbytes / 2**30:.1f} GiB of memory and {cpu} s of CPU per"
+        return (f"Student code runs in a sandbox (bubblewrap) as an unprivileged user: it sees only the system's"
+                f" programs, Python and attnlib (read-only) and its own copy of the student's files; no network, no"
+                f" variable of your environment outside the allow-list; {nbytes / 2**30:.1f} GiB of memory and {cpu} s of CPU per"
                 f" process (PM_GRADE_MEMORY, PM_GRADE_CPU); {procs}; "
                 + ("each kernel forked from a warm template that imported numpy, attnlib and matplotlib"
                    " (PM_GRADE_WARM=0: a new Python each)." if warm_wanted() else
@@ -332,25 +344,126 @@ def check(announce: bool = True) -> str:
     raise SystemExit(f"{why_not()}\nGrading refuses to run student code without the sandbox.")
 
 
-def hidden_paths() -> list[Path]:
-    """What the kernel must not see: the repository (this package with it), the course folder, the
-    submissions, the home folder."""
-    from .course import exercises_dir
+# Where the student's files are inside the sandbox: a neutral path, so that nothing the kernel prints (its
+# working folder, its home) shows where the grader keeps the course or the submissions.
+SANDBOX_HOME = "/home/student"
+# The user student code runs as when the grader is root: nobody's, which owns nothing on the host.
+SANDBOX_UID = SANDBOX_GID = 65534
 
-    paths = [ROOT, course_dir(), exercises_dir(), Path.home()]
-    # the folders submissions were collected from (pm_course.grade sets them)
-    paths += [Path(p) for p in os.environ.get("PM_SUBMISSIONS", "").split(os.pathsep) if p]
-    paths = sorted({p.resolve() for p in paths if p.exists()})
-    # a folder inside another hidden one is hidden with it
+# The operating system's programs and libraries (read-only): Python and its compiled modules load from here.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What of /etc a kernel reads: the dynamic linker's cache, the time zone, fonts. Nothing else of it (no
+# passwd of the host's users, no credentials, no configuration of other programs).
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "alternatives", "mime.types")
+
+# The environment a kernel gets: these names and the LC_ prefix from the grader's, and the settings of
+# :func:`kernel_settings`. Nothing else of the instructor's shell (an LMS token lives there).
+ENV_NAMES = ("LANG", "LANGUAGE", "TZ", "TERM",
+             "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",  # (OpenBLAS needs these on some CPUs)
+             "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONUTF8", "JPY_PARENT_PID")
+ENV_PREFIXES = ("LC_",)
+
+
+def kernel_uid() -> tuple[int, int]:
+    """(uid, gid) of student code: nobody's when the grader is root, else the grader's own.
+
+    A grader that is not root runs bubblewrap in a user namespace of its own,
+    where it has no power over the host's files that it did not have already.
+    """
+    return (SANDBOX_UID, SANDBOX_GID) if os.getuid() == 0 else (os.getuid(), os.getgid())
+
+
+def kernel_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed part of ``env`` (default: this process's), with a ``PATH`` of the sandbox's own.
+
+    >>> sorted(kernel_environment({"CANVAS_API_TOKEN": "x", "LANG": "C.UTF-8", "LC_ALL": "C"}))
+    ['LANG', 'LC_ALL', 'PATH']
+    """
+    env = os.environ if env is None else env
+    kept = {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    kept["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    return kept
+
+
+def python_paths() -> list[Path]:
+    """What the kernel needs of the host besides the system: the Python installation (the virtual
+    environment and the interpreter it was made from) and attnlib's folder, each as named and as resolved."""
+    import attnlib
+
+    needed = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix),
+              Path(sys.executable).resolve().parent.parent, Path(attnlib.__file__).parent]
+    paths = sorted({q for p in needed if p.exists() for q in (p.absolute(), p.resolve())})
+    inside = [p for p in paths if any(p.is_relative_to(s) for s in SYSTEM_PATHS)]  # mounted with the system
+    paths = [p for p in paths if p not in inside]
     return [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]
 
 
-def visible_again() -> list[Path]:
-    """What the kernel needs from inside the hidden folders: Python, the virtual environment, attnlib."""
-    import attnlib
+def root_argv(runtime: Path) -> list[str]:
+    """bubblewrap's options that make the sandbox's root from nothing: the allow-list of what it sees.
 
-    needed = [Path(sys.prefix), Path(sys.base_prefix), Path(attnlib.__file__).parent]
-    return sorted({q for p in needed if p.exists() for q in (p.absolute(), p.resolve())})
+    The system's folders and the Python installation read-only, a few files of
+    /etc, a user table naming only the sandbox's user, a private /tmp, /dev and
+    /proc of its own. Every folder made on the way is world-readable (bubblewrap
+    makes them private to root, which the sandbox's user could not enter).
+    """
+    argv = ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    made: set[str] = {"/", "/tmp", "/dev", "/proc"}
+
+    def folders(path: Path) -> list[str]:
+        out = []
+        for parent in reversed(path.parents):
+            if str(parent) not in made and not any(parent.is_relative_to(s) for s in SYSTEM_PATHS):
+                made.add(str(parent))
+                out += ["--perms", "0755", "--dir", str(parent)]
+        return out
+
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += folders(Path("/etc/x"))
+    for name in ETC_FILES:
+        if os.path.exists(f"/etc/{name}"):
+            argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    uid, gid = kernel_uid()
+    users = runtime / "users"
+    users.mkdir(exist_ok=True)
+    (users / "passwd").write_text(f"student:x:{uid}:{gid}:student:{SANDBOX_HOME}:/bin/sh\n")
+    (users / "group").write_text(f"student:x:{gid}:\n")
+    argv += ["--ro-bind", str(users / "passwd"), "/etc/passwd", "--ro-bind", str(users / "group"), "/etc/group"]
+    for path in python_paths():
+        argv += folders(path) + ["--ro-bind", str(path), str(path)]
+    argv += folders(Path(SANDBOX_HOME))
+    return argv
+
+
+def as_student_argv() -> list[str]:
+    """The command prefix that makes a kernel the sandbox's user (``setpriv``; none unless the grader is root)."""
+    uid, gid = kernel_uid()
+    if os.getuid() != 0 or not shutil.which("setpriv"):
+        return []
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--bounding-set=-all",
+            "--inh-caps=-all", "--no-new-privs", "--"]
+
+
+def give_to_student(runtime: Path) -> None:
+    """What the kernel writes, owned by the sandbox's user: its socket folder (``runtime`` itself), its
+    connection file and FIFO, its working copy, probes and matplotlib cache; never the start-up file or
+    the user table, which it reads through read-only mounts."""
+    uid, gid = kernel_uid()
+    if os.getuid() != 0 or uid == 0:
+        return
+    os.chown(runtime, uid, gid)
+    for entry in runtime.iterdir():
+        if entry.name in ("work", "probes", "matplotlib"):
+            for folder, _, files in os.walk(entry):
+                os.chown(folder, uid, gid)
+                for name in files:
+                    os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+        elif entry.name in ("kernel.json", "alive"):
+            os.chown(entry, uid, gid)
 
 
 def probes_dir(runtime: Path) -> Path:
@@ -499,22 +612,21 @@ def unconfined_limit_argv() -> list[str]:
 
 
 def bwrap_argv(work: Path, runtime: Path) -> list[str]:
-    """The bubblewrap command line that confines a kernel to ``work`` (and its socket folder ``runtime``)."""
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in hidden_paths():
-        argv += ["--tmpfs", str(path)]
-    for path in visible_again():
-        argv += ["--ro-bind", str(path), str(path)]
+    """The bubblewrap command line that confines a kernel: :func:`root_argv`'s allow-list, a private copy
+    of the student's files at :data:`SANDBOX_HOME` (from nbgrader's folder ``work``), its socket folder
+    ``runtime``; no network, its own process, IPC and host-name namespaces; the sandbox's user; the limits."""
+    argv = ["bwrap", *root_argv(runtime)]
     startup = output_cap(runtime).parent
-    argv += ["--bind", str(scratch_for(work, runtime)), str(work), "--bind", str(runtime), str(runtime),
+    argv += ["--bind", str(scratch_for(work, runtime)), SANDBOX_HOME, "--bind", str(runtime), str(runtime),
              "--ro-bind", str(startup), str(startup),
-             "--unshare-net", "--unshare-pid", "--die-with-parent",
+             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
+             "--die-with-parent",
              # ipykernel exits when its parent PID looks gone, and the grader's PID means nothing
              # in a new PID namespace: 1 tells it not to poll (the sandbox dies with the grader)
              "--setenv", "JPY_PARENT_PID", "1"]
-    for name, value in kernel_settings(runtime, home=work, ipython="/tmp/ipython").items():
+    for name, value in kernel_settings(runtime, home=Path(SANDBOX_HOME), ipython="/tmp/ipython").items():
         argv += ["--setenv", name, value]
-    return argv + ["--chdir", str(work), *limit_argv()]
+    return argv + ["--chdir", SANDBOX_HOME, *as_student_argv(), *limit_argv()]
 
 
 def unconfined(work: Path, runtime: Path) -> tuple[list[str], str, dict[str, str]]:
@@ -552,7 +664,8 @@ class Template:
         mpl.mkdir()
         if _font_list():
             shutil.copy(_font_list(), mpl)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg", MPLCONFIGDIR=str(mpl),
+        # the kernels are forks of it, so their /proc/self/environ is its: the allow-list, as theirs
+        env = dict(kernel_environment(), OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg", MPLCONFIGDIR=str(mpl),
                    HOME=str(self.folder), JPY_PARENT_PID="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm.py")), str(self.folder)],
                                      cwd=self.folder,
@@ -724,9 +837,10 @@ class SandboxKernelManager(AsyncKernelManager):
                     raise RuntimeError("the sandbox did not start (bubblewrap wrote no child-pid)") from None
                 await asyncio.sleep(0.002)
         nbytes, cpu = limits()
-        self._kernel_pid = Template.get().fork({"sandbox_pid": pid, "alive": str(self._runtime / "alive"), "cwd": self._work,
+        self._kernel_pid = Template.get().fork({"sandbox_pid": pid, "alive": str(self._runtime / "alive"), "cwd": SANDBOX_HOME,
                              "env": {**self._env, **self._setenv}, "argv": self._kernel_args,
-                             "memory": nbytes, "cpu": cpu, "cgroups": [str(g) for g in self._cgroups]})
+                             "memory": nbytes, "cpu": cpu, "cgroups": [str(g) for g in self._cgroups],
+                             "user": kernel_uid()})
 
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
@@ -744,7 +858,6 @@ class SandboxKernelManager(AsyncKernelManager):
         if self._warm:
             # the sandbox holds a placeholder until the kernel forked into it ends (the FIFO's last
             # writer closes it); bubblewrap writes the placeholder's process ID to info.json
-            self._work = str(work)
             self._kernel_args = kernel[kernel.index("ipykernel_launcher") + 1:]
             self._setenv = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
             argv = ["sh", "-c", 'exec 3>"$0" && exec "$@"', str(self._runtime / "info.json"),
@@ -757,9 +870,13 @@ class SandboxKernelManager(AsyncKernelManager):
         return argv
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
+        # the kernel's environment is an allow-list: nothing else of the instructor's shell (an LMS token) reaches it
+        kw["env"] = kernel_environment(kw.get("env") or os.environ)
         if getattr(self, "_unconfined_env", None) is not None:  # no sandbox: the same folder and settings, directly
-            kw["cwd"], kw["env"] = self._unconfined_cwd, {**(kw.get("env") or os.environ), **self._unconfined_env}
-        self._env = dict(kw.get("env") or os.environ)  # what the kernel's process gets (bubblewrap's --setenv aside)
+            kw["cwd"], kw["env"] = self._unconfined_cwd, {**kw["env"], **self._unconfined_env}
+        else:
+            give_to_student(self._runtime)  # its sockets, connection file, working copy: the sandbox user's
+        self._env = dict(kw["env"])  # what the kernel's process gets (bubblewrap's --setenv aside)
         # what bubblewrap (or the kernel, before it is ready) says when it fails: the reason of a machine fault
         if getattr(self, "_stderr", None):  # a restarted kernel's
             self._stderr.close()

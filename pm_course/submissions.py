@@ -25,7 +25,6 @@ from .state import write_text
 
 GRADED, MISSING, FAILED = "graded", "not submitted", "could not be graded"
 MANIFEST_FILE = COURSE / "submissions.csv"        # what collect found, what every other step reads
-SOURCES_SEEN = COURSE / "collected-from.txt"      # the folders collected from, which the grader hides
 NOT_YET = "not graded yet"                            # collected, not graded (new, or grading was interrupted)
 MACHINE = "not graded (machine error)"                # the machine failed (full disk, database, sandbox): retried
 

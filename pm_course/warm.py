@@ -12,8 +12,8 @@ connection file, its environment and limits) and
 1. joins the sandbox's cgroups, then its network, PID and mount namespaces
    (so its root is the sandbox's root: the hidden folders are empty, the
    network is gone);
-2. forks the kernel inside them, which drops every capability (bounding set
-   included), sets ``no_new_privs`` and the memory, CPU, core and file-size
+2. forks the kernel inside them, which becomes the sandbox's user (not root),
+   drops every capability (bounding set included), sets ``no_new_privs`` and the memory, CPU, core and file-size
    limits, closes every file descriptor it inherited (this template's pipes
    among them), takes the kernel's environment and working folder, and only
    then starts ipykernel, before any student code runs.
@@ -76,12 +76,17 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_privileges() -> None:
-    """No capability left, none to gain by exec (empty bounding set, no_new_privs): what bubblewrap gives a command."""
+def drop_privileges(uid: int, gid: int) -> None:
+    """The sandbox's user (``uid``, ``gid``; no other group), no capability left, none to gain by exec
+    (empty bounding set, no_new_privs): what ``setpriv`` gives a cold kernel."""
     last = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last + 1):
         _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"dropping capability {cap}")
     _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+    if os.getuid() != uid or os.getgid() != gid:  # as root: become the sandbox's user, in this order
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
     header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")
@@ -121,7 +126,7 @@ def _open_writer(fifo: str, wait: float = 10.0) -> int:
 
 def _kernel(request: dict, alive_fd: int) -> None:
     """In the sandbox, as the forked kernel: drop everything, then be ipykernel (never returns)."""
-    drop_privileges()
+    drop_privileges(*request["user"])
     nbytes, cpu = request["memory"], request["cpu"]
     for limit, value in ((resource.RLIMIT_AS, nbytes), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_CORE, 0),
                          (resource.RLIMIT_FSIZE, nbytes)):
