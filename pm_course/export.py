@@ -470,7 +470,7 @@ def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = 
             entry = scores.get((row["ID"].strip(), a))
             final, note = late.apply(entry) if entry is not None and entry.status == GRADED else (None, "")
             ours = _points(None if final is None else final * scales[a], table.delimiter)
-            new[header[a]] = guard.cell(f"{row['ID'].strip()}|{header[a]}", f"{row['Student']} ({row['ID']})"
+            new[header[a]] = guard.cell(exported.canvas_key(row['ID'].strip(), header[a]), f"{row['Student']} ({row['ID']})"
                                         f" {header[a]}", row.get(header[a], ""), ours)
             if note:
                 print(f"  {row['Student']} ({row['ID']}) {a}: {note}")

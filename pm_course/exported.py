@@ -1,7 +1,8 @@
 """What pm-course exported to each LMS cell, so that a value the LMS holds of its own is never overwritten.
 
 ``course/export/exported.json`` keeps, for each gradebook cell (Canvas: user id
-and column; Moodle: participant and assignment), every value pm-course has
+and the assignment's id, never the column's name, which can be renamed in
+Canvas; Moodle: participant and assignment), every value pm-course has
 exported to it. An export then keeps (and lists) what the LMS has that is not
 pm-course's:
 
@@ -16,6 +17,7 @@ An empty cell, or one holding a value pm-course exported, is pm-course's to fill
 from __future__ import annotations
 
 import json
+import re
 
 from .course import COURSE
 from .state import write_text
@@ -31,12 +33,33 @@ def _number(text: str) -> float | None:
         return None
 
 
+def canvas_key(user_id: str, column: str) -> str:
+    """A Canvas cell's key: the user's id and the assignment's id (the number ending its column, ``<name> (<id>)``).
+
+    >>> canvas_key("101", "03_subspace (502)") == canvas_key("101", "Exercise 3: Subspaces (502)")
+    True
+    """
+    found = re.search(r"\((\d+)\)\s*$", column or "")
+    return f"{user_id}|#{found.group(1)}" if found else f"{user_id}|{column}"
+
+
 def load() -> dict[str, dict[str, list[str]]]:
-    """The record: LMS -> cell -> the values exported to it ({} before the first export)."""
+    """The record: LMS -> cell -> the values exported to it ({} before the first export).
+
+    Canvas cells recorded by a column's name (as earlier versions did) are read by the assignment's id.
+    """
     try:
-        return json.loads(RECORD.read_text(encoding="utf-8"))
+        record = json.loads(RECORD.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return {}
+    canvas: dict[str, list[str]] = {}
+    for key, values in record.get("canvas", {}).items():
+        user, _, column = key.partition("|")
+        merged = canvas.setdefault(canvas_key(user, column) if not column.startswith("#") else key, [])
+        merged += [v for v in values if v not in merged]
+    if canvas:
+        record["canvas"] = canvas
+    return record
 
 
 class Guard:

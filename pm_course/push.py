@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 import time
@@ -64,10 +65,12 @@ class Interrupted(Exception):
 # --- what the LMS holds ---------------------------------------------------------
 @dataclass
 class Cell:
-    """One student's grade in the LMS: ``grade`` as it shows it ("" for none), ``excused``."""
+    """One student's grade in the LMS: ``grade`` as written to it ("" for none), ``excused``; ``deducted``:
+    the points the LMS's own late policy takes off what was written (Canvas's ``points_deducted``)."""
 
     grade: str = ""
     excused: bool = False
+    deducted: float = 0.0
 
 
 def _number(text) -> float | None:
@@ -147,6 +150,10 @@ class Canvas:
         value = getattr(self.assignment, "points_possible", None)
         return None if value is None else float(value)
 
+    def title(self) -> str:
+        """The LMS assignment's name, as its gradebook shows it."""
+        return str(getattr(self.assignment, "name", "") or "")
+
     def posting(self) -> str:
         if getattr(self.assignment, "post_manually", False):
             return ("Canvas posts this assignment's grades manually: the grades and comments pushed stay hidden from"
@@ -160,8 +167,27 @@ class Canvas:
 
     @staticmethod
     def _cell(sub) -> Cell:
-        score = getattr(sub, "score", None)
-        return Cell("" if score is None else points(float(score)), bool(getattr(sub, "excused", False)))
+        """What was written to the cell: Canvas's ``entered_score``. Under Canvas's Late Policy its ``score`` is
+        that less ``points_deducted`` (the deduction is Canvas's, made anew from the real submission time)."""
+        entered = getattr(sub, "entered_score", None)
+        score = entered if entered is not None else getattr(sub, "score", None)
+        return Cell("" if score is None else points(float(score)), bool(getattr(sub, "excused", False)),
+                    float(getattr(sub, "points_deducted", None) or 0.0))
+
+    def late_policy(self) -> float | None:
+        """The percent Canvas's Late Policy deducts per late day or hour (None: no deduction for late work)."""
+        from canvasapi.exceptions import ResourceDoesNotExist
+
+        def read():
+            try:
+                return self.client.get_course(self.course_id).get_late_policy()
+            except ResourceDoesNotExist:  # a course that never set one
+                return None
+        found = self._call(read, "reading the course's late policy")
+        if found is None or not getattr(found, "late_submission_deduction_enabled", False):
+            return None
+        percent = float(getattr(found, "late_submission_deduction", 0) or 0)
+        return percent or None
 
     def read(self, uid: str) -> Cell:
         return self._cell(self._call(lambda: self.assignment.get_submission(int(uid)), f"reading {uid}'s grade"))
@@ -245,6 +271,13 @@ class Moodle:
                               " export the grading worksheet instead (pm-course export --to moodle)")
         return grade
 
+    def title(self) -> str:
+        return str(self.meta.get("name") or "")
+
+    def late_policy(self) -> float | None:
+        """Moodle deducts nothing of its own for lateness (its worksheet gives the times pm-course's policy uses)."""
+        return None
+
     def posting(self) -> str:
         if self.meta.get("markingworkflow"):
             return ("Moodle's marking workflow is on for this assignment: the grades pushed reach students when"
@@ -297,6 +330,7 @@ class Row:
     why: str = ""
     comment: str = ""
     page: str = ""  # the page's SHA-256 ("" for none)
+    deducted: str = ""  # what the LMS's own late policy takes off the grade written (Canvas)
 
     def key(self) -> tuple:
         return (self.action, self.old, self.new, self.page)
@@ -308,6 +342,8 @@ class Plan:
     assignment: str
     rows: list[Row] = field(default_factory=list)
     posting: str = ""
+    target: str = ""    # the LMS assignment written to: its name, id and points
+    mismatch: str = ""  # why that is not the course file's column for this assignment ("" when it is)
 
 
 def _record() -> dict:
@@ -320,7 +356,7 @@ def _record() -> dict:
 def _exports(kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
     """The values ``export`` put in this cell's gradebook file (exported.json), in the order first exported."""
     column = config.assignment(assignment).canvas or ""
-    key = f"{lms_id}|{column}" if kind == "canvas" else f"{lms_id}|{assignment}"
+    key = exported.canvas_key(lms_id, column) if kind == "canvas" else f"{lms_id}|{assignment}"
     return exported.load().get(kind, {}).get(key, [])
 
 
@@ -360,6 +396,12 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
         raise CourseError(f"nothing of {assignment} was collected from {NAMES[kind]}: pm-course collect --from {kind}"
                           f" ZIP --assignment {assignment}, then pm-course grade, before pushing")
     rows = fresh(rows, force, "push")
+    lms_late = lms.late_policy()
+    if lms_late and late.percent:
+        raise CourseError(f"two late policies would apply to {assignment}: {NAMES[kind]}'s Late Policy deducts"
+                          f" {lms_late:g}% per late interval from what is written, and {late.origin} takes"
+                          f" {late.percent:g}% per day before. Turn one off: late_penalty = 0 in the course file (and"
+                          f" let {NAMES[kind]} deduct), or {NAMES[kind]}'s Late Policy (Gradebook > Settings).")
     late.check([e for e in rows if e.status == GRADED])
     theirs = lms.points()
     ours_max = rows[0].max_score or 0
@@ -376,12 +418,15 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
               " give the assignment its points in the LMS first if it should count on another scale")
     cells, record, config = lms.cells(), _record(), late.config
     out, pages = Plan(kind, assignment, posting=lms.posting()), {}
+    out.target, out.mismatch = _target(kind, assignment, lms, theirs, config)
     for e in sorted(rows, key=lambda e: e.student):
         row = Row(e.student, e.lms_id, e.name, "skip")
         out.rows.append(row)
         cell = cells.get(e.lms_id)
         if cell is not None:
             row.old = "EX" if cell.excused else cell.grade
+            if cell.deducted:
+                row.deducted = points(cell.deducted)
         if e.status == GRADED:
             final, note = late.apply(e)
             row.new = points(final * scale)
@@ -420,6 +465,23 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
     return out, pages
 
 
+def _target(kind: str, assignment: str, lms, theirs: float | None, config: Course) -> tuple[str, str]:
+    """(the LMS assignment push writes to, named with its id and points; why it is not the course file's column
+    for ``assignment``, "" when it is). Canvas's column is "<name> (<id>)"; Moodle's name is ``moodle`` when set."""
+    title, settings = lms.title(), config.assignment(assignment)
+    target = (f'{NAMES[kind]} assignment "{title}" (id {lms.assignment_id if kind == "canvas" else lms.id},'
+              f' {"no points set" if theirs is None else f"out of {theirs:g} points"})')
+    if kind == "canvas":
+        expected = re.sub(r"\s*\(\d+\)\s*$", "", settings.canvas or "").strip()
+        key = f'canvas = "{settings.canvas}"'
+    else:
+        expected, key = (settings.moodle or "").strip(), f'moodle = "{settings.moodle}"'
+    if expected and title.strip() != expected:
+        return target, (f'{target} is not the column the course file gives {assignment} ({key}): a wrong id would'
+                        f' put these grades in another assignment')
+    return target, ""
+
+
 def _carried(step: dict | None, row: Row) -> dict:
     """What an interrupted ``--apply`` already wrote of ``row`` and need not write again: the comment (Canvas
     keeps every comment posted: posting it twice shows it twice) when it was for this same grade, and the grade
@@ -431,7 +493,9 @@ def _carried(step: dict | None, row: Row) -> dict:
 
 def show(p: Plan) -> str:
     """The preview, one line a student."""
-    lines = [f"{NAMES[p.lms]}: {p.assignment}"]
+    lines = [f"{NAMES[p.lms]}: {p.assignment} -> {p.target}" if p.target else f"{NAMES[p.lms]}: {p.assignment}"]
+    if p.mismatch:
+        lines.append(f"WARNING: {p.mismatch}. --apply refuses until the id or the name is right.")
     width = max([len(r.student) for r in p.rows] + [7])
     for r in p.rows:
         if r.action == "write":
@@ -442,6 +506,8 @@ def show(p: Plan) -> str:
             what = f"{r.old}: kept, {r.why}" + (f"; pm-course's {r.new}" if r.new else "")
         else:
             what = f"skipped: {r.why}" + (f" (graded {r.new}: NOT PUSHED)" if r.new else "")
+        if r.deducted:
+            what += f"  [{NAMES[p.lms]}'s Late Policy takes off {r.deducted}]"
         lines.append(f"  {r.student:<{width}}  {what}")
     counts = {a: sum(r.action == a for r in p.rows) for a in ("write", "same", "kept", "skip")}
     unpushed = sum(r.action == "skip" and bool(r.new) for r in p.rows)
@@ -542,6 +608,9 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
         now, pages = plan(kind, assignment, lms, late, overwrite_lms_edits, force, journal.get("done"))
     except Interrupted as err:
         raise _reach(kind, late.config, err) from None
+    if apply and now.mismatch:
+        raise CourseError(f"{now.mismatch}. Nothing was written: correct the id (or the column's name) in"
+                          f" {late.config.source or 'course.toml'}, then preview again.")
     if not apply:
         print(show(now))
         _save_json(preview_file, {"made": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -5,7 +5,9 @@ Canvas (REST, ``/api/v1``): a course's assignment (``points_possible``,
 ``PUT`` of ``submission[posted_grade]`` (a string: ``"8.5"``), ``comment[text_comment]``
 and ``comment[file_ids][]`` in one request; the three-step file upload of a
 comment's file (ask, upload to the returned address with its parameters, then
-attach the file's id). Moodle (``/webservice/rest/server.php``):
+attach the file's id); the course's Late Policy (``late_policy``: a percent per
+late day), under which a submission's ``score`` is its ``entered_score`` less
+``points_deducted``. Moodle (``/webservice/rest/server.php``):
 ``mod_assign_get_assignments``, ``mod_assign_list_participants`` (``recordid``:
 the participant number of the download and worksheet), ``mod_assign_get_grades``
 (``-1`` for no grade), ``mod_assign_save_grades`` (grade, comment and feedback
@@ -33,8 +35,9 @@ from urllib.parse import parse_qsl, urlparse
 
 @dataclass
 class Sub:
-    score: float | None = None
+    score: float | None = None      # Canvas: entered_score, what was written (score is it less the deduction)
     excused: bool = False
+    days_late: int = 0              # Canvas: from the real submission time, which its Late Policy reads
     comments: list = field(default_factory=list)   # {"text"} or {"file": name, "body": bytes}
 
 
@@ -43,8 +46,9 @@ class FakeLMS:
 
     def __init__(self, token: str = "secret-token-123", canvas_users=(), moodle_participants=(), per_page: int = 2,
                  points: float = 3, post_manually: bool = False, course: int = 1, assignment: int = 502,
-                 moodle_assignment: int = 77, moodle_grade: float = 3):
+                 moodle_assignment: int = 77, moodle_grade: float = 3, late_policy: float | None = None):
         self.token, self.per_page, self.course = token, per_page, course
+        self.late_policy = late_policy  # Canvas's Late Policy: percent of the points deducted per late day
         self.canvas = {str(u): Sub() for u in canvas_users}
         self.assignment = {"id": assignment, "course_id": course, "name": "03_subspace", "points_possible": points,
                            "post_manually": post_manually}
@@ -168,8 +172,17 @@ class FakeLMS:
             # --- Canvas ---
             def _sub(self, uid: str) -> dict:
                 s = lms.canvas[uid]
-                return {"user_id": int(uid), "assignment_id": lms.assignment["id"], "score": s.score,
-                        "grade": None if s.score is None else f"{s.score:g}", "excused": s.excused,
+                # Canvas's Late Policy: score = entered_score - points_deducted, the deduction a percent of the
+                # assignment's points per late day, never below zero (Canvas's documented semantics)
+                deducted = 0.0
+                if s.score is not None and lms.late_policy and s.days_late:
+                    per_day = lms.late_policy / 100 * lms.assignment["points_possible"]
+                    deducted = min(s.score, round(per_day * s.days_late, 2))
+                score = None if s.score is None else round(s.score - deducted, 2)
+                return {"user_id": int(uid), "assignment_id": lms.assignment["id"], "score": score,
+                        "entered_score": s.score, "points_deducted": deducted if s.score is not None else None,
+                        "late": s.days_late > 0, "seconds_late": 86400 * s.days_late - 3600 if s.days_late else 0,
+                        "grade": None if score is None else f"{score:g}", "excused": s.excused,
                         "workflow_state": "graded" if s.score is not None else "submitted",
                         "submission_comments": [{"comment": c.get("text", ""), "attachments": [
                             {"display_name": c["file"]}] if "file" in c else []} for c in s.comments]}
@@ -183,6 +196,11 @@ class FakeLMS:
                     return self._send(404, {"errors": [{"message": "The specified resource does not exist."}]})
                 if len(parts) == 2:
                     return self._send(200, {"id": lms.course, "name": "Patterns and Messages"})
+                if parts[2:] == ["late_policy"]:
+                    return self._send(200, {"late_policy": {
+                        "id": 1, "course_id": lms.course, "missing_submission_deduction_enabled": False,
+                        "late_submission_deduction_enabled": bool(lms.late_policy),
+                        "late_submission_deduction": lms.late_policy or 0, "late_submission_interval": "day"}})
                 if len(parts) < 4 or parts[2] != "assignments" or parts[3] != str(lms.assignment["id"]):
                     return self._send(404, {"errors": [{"message": "The specified resource does not exist."}]})
                 if len(parts) == 4:

@@ -358,3 +358,75 @@ def test_an_assignment_without_points_in_the_lms_is_said(course):
     preview = push(env)
     assert preview.returncode == 0 and "sets no points: grades go as 03_subspace's points (out of 3)" in \
         preview.stdout, preview.stdout
+
+
+def test_canvas_s_late_policy_is_canvas_s_own_deduction_not_an_edit(course):
+    """Canvas keeps entered_score (what push wrote) and score = entered_score - points_deducted: push compares
+    the first, attaches the page, and a second push finds nothing to do; a TA's later edit is still an edit."""
+    env, folder, lms = course
+    lms.late_policy = 10  # percent of the 3 points per late day
+    lms.canvas["101"].days_late = 1
+    preview = push(env)
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    applied = push(env, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert lms.canvas["101"].score == 3, "push wrote the grade itself, Canvas deducts on its own"
+    assert [c["file"] for c in lms.canvas["101"].comments if "file" in c] == ["feedback-subspace.html"]
+    again = push(env)
+    assert again.returncode == 0 and "0 to write, 2 unchanged" in again.stdout, again.stdout
+    assert "Late Policy takes off 0.3" in again.stdout, again.stdout
+    lms.edit("101", 2)  # a TA's grade: kept, as any edit in the LMS
+    lms.canvas["101"].days_late = 1
+    kept = push(env)
+    assert "2: kept, changed in the LMS" in kept.stdout, kept.stdout
+
+
+def test_two_late_policies_at_once_are_refused(course):
+    env, folder, lms = course
+    lms.late_policy = 10
+    config = env["PM_COURSE_CONFIG"]
+    text = open(config).read()
+    open(config, "w").write("late_penalty = 5\n" + text)
+    preview = push(env)
+    assert preview.returncode != 0
+    said = preview.stdout + preview.stderr
+    assert "two late policies" in said and "Canvas's Late Policy deducts 10%" in said and "5% per day" in said, said
+    assert not writes(lms)
+
+
+def test_the_preview_names_the_lms_assignment_and_apply_refuses_another(course):
+    """A wrong id in the course file would send the grades into another assignment, rescaled to its points."""
+    env, folder, lms = course
+    preview = push(env)
+    assert 'Canvas: 03_subspace -> Canvas assignment "03_subspace" (id 502, out of 3 points)' in preview.stdout
+    lms.assignment.update(name="Quiz 7: Softmax", points_possible=10)  # what id 502 really is
+    preview = push(env)
+    assert 'Canvas assignment "Quiz 7: Softmax" (id 502, out of 10 points) is not the column' in preview.stdout, \
+        preview.stdout
+    applied = push(env, "--apply")
+    assert applied.returncode != 0 and "Nothing was written" in applied.stdout + applied.stderr
+    assert not writes(lms)
+
+
+def test_a_column_renamed_in_canvas_keeps_what_was_exported_as_pm_course_s(course, tmp_path):
+    """Exported values are keyed by the Canvas assignment's id: after the column is renamed (and the course file
+    with it), the exported grade is still pm-course's, so a regrade (0 -> 3) reaches Canvas."""
+    from conftest import _zip, solved
+
+    env, folder, lms = course
+    exported = run(env, "export", "--to", "canvas", canvas_gradebook(tmp_path / "gradebook.csv"))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    lms.edit("102", 0)  # the CSV imported: Zoë's 0 is in Canvas
+    config = env["PM_COURSE_CONFIG"]
+    text = open(config).read().replace('canvas = "03_subspace (502)"', 'canvas = "Exercise 3: Subspaces (502)"')
+    open(config, "w").write(text)
+    lms.assignment["name"] = "Exercise 3: Subspaces"  # renamed in Canvas
+    _zip(tmp_path / "resubmission.zip", [("obrienzoe_102_9002_subspace-2.ipynb", solved("03_subspace"),
+                                          (2025, 3, 3, 9, 0, 0))])
+    for args in (("collect", "--from", "canvas", tmp_path / "resubmission.zip", "--assignment", "03_subspace"),
+                 ("grade",)):
+        proc = run(env, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    preview = push(env)
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    assert "0 -> 3, comment and feedback page" in preview.stdout, preview.stdout
