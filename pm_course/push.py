@@ -73,6 +73,11 @@ class Cell:
     deducted: float = 0.0
 
 
+def _folded(name: str) -> str:
+    """A full name compared as people write it: case and spacing aside ("Núñez, José" is not "José Núñez")."""
+    return " ".join(str(name).split()).casefold()
+
+
 def _number(text) -> float | None:
     try:
         return float(str(text).strip().replace(",", "."))
@@ -230,8 +235,36 @@ class Moodle:
             raise CourseError(f"Moodle course {self.course} has no assignment {self.id}: its assignments are"
                               f" {ids or 'none this token can see'}; set moodle_id in the course file")
         self.meta = mine[0]
-        participants = self._call("mod_assign_list_participants", {"assignid": self.id, "groupid": 0, "filter": ""})
-        self.users = {str(p["recordid"]): str(p["id"]) for p in participants if p.get("recordid") is not None}
+        self.participants = self._call("mod_assign_list_participants", {"assignid": self.id, "groupid": 0,
+                                                                        "filter": ""})
+        # the download's participant number -> Moodle's user id: Moodle gives it (recordid) only under blind marking
+        self.users = {str(p["recordid"]): str(p["id"]) for p in self.participants if p.get("recordid") is not None}
+
+    def map_students(self, entries) -> None:
+        """Map each entry's participant number (``lms_id``) to its Moodle user, where Moodle did not.
+
+        Without blind marking ``mod_assign_list_participants`` leaves ``recordid`` out: a student is then
+        found by full name among the assignment's participants (the name of the worksheet or of the
+        download's folder). A student no participant is named like is not a student of this assignment
+        (a skipped row); two participants of one name are refused, naming them, before anything is written.
+        """
+        by_name: dict[str, list[dict]] = {}
+        for p in self.participants:
+            by_name.setdefault(_folded(p.get("fullname", "")), []).append(p)
+        ambiguous = []
+        for e in entries:
+            if e.lms_id in self.users or not e.name:
+                continue
+            found = by_name.get(_folded(e.name), [])
+            if len(found) == 1:
+                self.users[e.lms_id] = str(found[0]["id"])
+            elif len(found) > 1:
+                ambiguous.append(f"{e.student} ({e.name!r}: Moodle users {', '.join(str(p['id']) for p in found)})")
+        if ambiguous:
+            raise CourseError(f"Moodle assignment {self.id} has two or more participants of one name, and gives no"
+                              " participant numbers (blind marking is off), so these students cannot be told apart:"
+                              f" {'; '.join(ambiguous)}. Nothing was written: grade them in Moodle by hand, or turn"
+                              " blind marking on (then Moodle names each participant number).")
 
     def _post(self, path: str, data: dict, files=None):
         import requests
@@ -396,6 +429,8 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
         raise CourseError(f"nothing of {assignment} was collected from {NAMES[kind]}: pm-course collect --from {kind}"
                           f" ZIP --assignment {assignment}, then pm-course grade, before pushing")
     rows = fresh(rows, force, "push")
+    if hasattr(lms, "map_students"):
+        lms.map_students(rows)
     lms_late = lms.late_policy()
     if lms_late and late.percent:
         raise CourseError(f"two late policies would apply to {assignment}: {NAMES[kind]}'s Late Policy deducts"

@@ -615,7 +615,8 @@ def bwrap_argv(work: Path, runtime: Path) -> list[str]:
     """The bubblewrap command line that confines a kernel: :func:`root_argv`'s allow-list, a private copy
     of the student's files at :data:`SANDBOX_HOME` (from nbgrader's folder ``work``), its socket folder
     ``runtime``; no network, its own process, IPC and host-name namespaces; the sandbox's user; the limits."""
-    argv = ["bwrap", *root_argv(runtime)]
+    # bwrap found on the grader's PATH: the kernel's own (kernel_environment) is the sandbox's
+    argv = [shutil.which("bwrap") or "bwrap", *root_argv(runtime)]
     startup = output_cap(runtime).parent
     argv += ["--bind", str(scratch_for(work, runtime)), SANDBOX_HOME, "--bind", str(runtime), str(runtime),
              "--ro-bind", str(startup), str(startup),
@@ -860,13 +861,13 @@ class SandboxKernelManager(AsyncKernelManager):
             # writer closes it); bubblewrap writes the placeholder's process ID to info.json
             self._kernel_args = kernel[kernel.index("ipykernel_launcher") + 1:]
             self._setenv = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
-            argv = ["sh", "-c", 'exec 3>"$0" && exec "$@"', str(self._runtime / "info.json"),
-                    "bwrap", "--info-fd", "3", *argv[1:], "cat", str(self._runtime / "alive")]
+            argv = [shutil.which("sh") or "sh", "-c", 'exec 3>"$0" && exec "$@"', str(self._runtime / "info.json"),
+                    argv[0], "--info-fd", "3", *argv[1:], "cat", str(self._runtime / "alive")]
         elif works():
             argv = argv + kernel
         if self._cgroups:  # join the cgroups first, so that everything the sandbox starts is counted
             join = 'for g; do [ "$g" = -- ] && break; echo $$ > "$g/cgroup.procs" || exit 97; shift; done; shift; exec "$@"'
-            argv = ["sh", "-c", join, "sh", *map(str, self._cgroups), "--", *argv]
+            argv = [shutil.which("sh") or "sh", "-c", join, "sh", *map(str, self._cgroups), "--", *argv]
         return argv
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):

@@ -9,7 +9,8 @@ attach the file's id); the course's Late Policy (``late_policy``: a percent per
 late day), under which a submission's ``score`` is its ``entered_score`` less
 ``points_deducted``. Moodle (``/webservice/rest/server.php``):
 ``mod_assign_get_assignments``, ``mod_assign_list_participants`` (``recordid``:
-the participant number of the download and worksheet), ``mod_assign_get_grades``
+the participant number of the download and worksheet, given only under blind
+marking), ``mod_assign_get_grades``
 (``-1`` for no grade), ``mod_assign_save_grades`` (grade, comment and feedback
 files from a draft area, each save replacing the grade's comment and files), and
 ``/webservice/upload.php``. Errors as each answers
@@ -46,7 +47,8 @@ class FakeLMS:
 
     def __init__(self, token: str = "secret-token-123", canvas_users=(), moodle_participants=(), per_page: int = 2,
                  points: float = 3, post_manually: bool = False, course: int = 1, assignment: int = 502,
-                 moodle_assignment: int = 77, moodle_grade: float = 3, late_policy: float | None = None):
+                 moodle_assignment: int = 77, moodle_grade: float = 3, late_policy: float | None = None,
+                 blind_marking: bool = False):
         self.token, self.per_page, self.course = token, per_page, course
         self.late_policy = late_policy  # Canvas's Late Policy: percent of the points deducted per late day
         self.canvas = {str(u): Sub() for u in canvas_users}
@@ -54,8 +56,10 @@ class FakeLMS:
                            "post_manually": post_manually}
         self.moodle_assignment = {"id": moodle_assignment, "name": "Exercise 3", "grade": moodle_grade,
                                   "markingworkflow": 0}
-        # participant number -> (user id, full name)
-        self.participants = {str(p): (str(1000 + int(p)), f"Student {p}") for p in moodle_participants}
+        # participant number -> (user id, full name); moodle_participants: numbers, or a mapping number -> name
+        names = moodle_participants if isinstance(moodle_participants, dict) else {}
+        self.participants = {str(p): (str(1000 + int(p)), names.get(p, f"Student {p}")) for p in moodle_participants}
+        self.blind_marking = blind_marking
         self.moodle = {uid: Sub() for uid, _ in self.participants.values()}
         self.files, self.drafts, self.log = {}, {}, []
         self._limited, self._forget, self._cut_after, self._writes = 0, set(), None, 0
@@ -265,7 +269,9 @@ class FakeLMS:
                     return self._send(200, {"courses": [{"id": lms.course, "assignments": [lms.moodle_assignment]}],
                                             "warnings": []})
                 if fn == "mod_assign_list_participants":
-                    return self._send(200, [{"id": int(uid), "fullname": name, "recordid": int(p)}
+                    # recordid (the participant number) only under blind marking, as Moodle does
+                    return self._send(200, [{"id": int(uid), "fullname": name,
+                                             **({"recordid": int(p)} if lms.blind_marking else {})}
                                             for p, (uid, name) in lms.participants.items()])
                 if fn == "mod_assign_get_grades":
                     grades = [{"id": i, "userid": int(uid), "grade": "-1.00000" if s.score is None else

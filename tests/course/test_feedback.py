@@ -198,3 +198,22 @@ def test_a_student_no_longer_graded_loses_the_old_page(packed):
     assert "removed 1 feedback page(s) of work no longer graded: obrienzoe_102/03_subspace" in proc.stdout, proc.stdout
     with zipfile.ZipFile(tmp / "out" / f"feedback-canvas-{NAME}.zip") as z:
         assert not [n for n in z.namelist() if "_102_" in n], z.namelist()
+
+
+def test_the_same_work_gives_the_same_page_with_no_script_text(two_assignments, tmp_path):
+    """An interactive figure's player makes random ids on each run, and its script and style sheet would show as
+    text once their tags are stripped: the page is byte-identical on a regrade, and shows neither."""
+    from conftest import solved
+
+    env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"), PM_EXERCISES=str(two_assignments))
+    folder = tmp_path / "subs" / "ada" / "02_averaging"
+    folder.mkdir(parents=True)
+    (folder / "averaging.ipynb").write_bytes(solved("02_averaging"))
+    run(env, "grade", tmp_path / "subs")
+    page = tmp_path / "course" / "feedback" / "ada" / "02_averaging" / "averaging.html"
+    first = page.read_bytes()
+    assert b'class="animation"' in first  # the figure is there
+    for text in (b"var img_id", b"new Animation(", b".anim-buttons {", b"<script"):
+        assert text not in first, text
+    run(env, "grade", "--all")
+    assert page.read_bytes() == first

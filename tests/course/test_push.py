@@ -10,7 +10,7 @@ import shutil
 import sys
 
 import pytest
-from conftest import canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
+from conftest import MOODLE_ROSTER, canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
 from lms_server import FakeLMS
 import pm
 
@@ -44,7 +44,8 @@ def course(graded, tmp_path):
     tmp, env = graded
     folder = tmp_path / "course"
     shutil.copytree(tmp / "course", folder)
-    with FakeLMS(TOKEN, canvas_users=(101, 102, 103, 999), moodle_participants=(201, 202, 203)) as lms:
+    participants = {int(p): name for p, name, _ in MOODLE_ROSTER}  # Moodle's names, as its worksheet has them
+    with FakeLMS(TOKEN, canvas_users=(101, 102, 103, 999), moodle_participants=participants) as lms:
         config = tmp_path / "course.toml"
         config.write_text(f'timezone = "UTC"\n[canvas]\nurl = "{lms.url}"\ncourse = 1\n[moodle]\nurl = "{lms.url}"\n'
                           'course = 1\n[assignments.03_subspace]\ncanvas = "03_subspace (502)"\nmoodle_id = 77\n')
@@ -181,8 +182,12 @@ def test_rescaled_to_the_lms_s_points(course):
     assert "scores x 10/3" in preview.stdout and "(none) -> 10," in preview.stdout, preview.stdout
 
 
-def test_moodle_grade_comment_and_page_in_one_call_by_participant(course):
+@pytest.mark.parametrize("blind", [False, True], ids=["blind marking off (Moodle's default)", "blind marking"])
+def test_moodle_grade_comment_and_page_in_one_call_by_participant(course, blind):
+    """Moodle gives the participant number (recordid) only under blind marking: otherwise each student is its
+    user, found by full name among the assignment's participants."""
     env, folder, lms = course
+    lms.blind_marking = blind
     preview = push(env, to="moodle")
     assert preview.returncode == 0, preview.stdout + preview.stderr
     applied = push(env, "--apply", to="moodle")
@@ -430,3 +435,13 @@ def test_a_column_renamed_in_canvas_keeps_what_was_exported_as_pm_course_s(cours
     preview = push(env)
     assert preview.returncode == 0, preview.stdout + preview.stderr
     assert "0 -> 3, comment and feedback page" in preview.stdout, preview.stdout
+
+
+def test_two_moodle_participants_of_one_name_are_refused_up_front(course):
+    env, folder, lms = course
+    lms.participants["204"] = ("1204", "José Núñez")  # another José Núñez takes the course
+    lms.moodle["1204"] = type(lms.moodle["1201"])()
+    preview = push(env, to="moodle")
+    said = preview.stdout + preview.stderr
+    assert preview.returncode != 0 and "cannot be told apart" in said and "1201, 1204" in said, said
+    assert not writes(lms)
