@@ -13,11 +13,13 @@ one. Every key is optional::
     scale = ["Not yet competent", "Competent", "Excellent"]   # a Moodle scale's items, lowest first
     scale_thresholds = [0, 0.5, 0.85]       # the fraction of the points from which each item is given
     moodle_id = 77                          # its id in Moodle's web services (pm-course push)
+    dropped = ["obrienzoe_102"]             # left the course: push no longer expects the LMS to list them
     [extensions.garciaeva_107]              # a student's own due dates (by the course's student id)
     04_noisy_keys = 2025-03-13T23:59:00
     [canvas]                                # where pm-course push sends grades (the token: $CANVAS_API_TOKEN)
     url = "https://canvas.example.edu"
     course = 1234                           # the course's id (its address: /courses/1234)
+    unlisted = "other section"              # this Canvas course is one section's: the others are pushed apart
     [moodle]                                # the token: $MOODLE_TOKEN
     url = "https://moodle.example.edu"
     course = 12
@@ -44,9 +46,10 @@ from .course import ROOT, CourseError, assignment_names
 
 FILE_NAME = "course.toml"
 TOP_KEYS = ("timezone", "late_penalty", "scale", "scale_thresholds", "assignments", "extensions", "canvas",
-            "moodle")
+            "moodle", "dropped")
 ASSIGNMENT_KEYS = ("due", "canvas", "moodle", "moodle_id", "scale", "scale_thresholds")
-LMS_KEYS = ("url", "course")
+LMS_KEYS = ("url", "course", "unlisted")
+OTHER_SECTION = "other section"  # [canvas] unlisted = "other section": the course there is one section's
 
 
 def path() -> Path:
@@ -78,6 +81,9 @@ class Server:
 
     url: str
     course: int
+    # "other section": a student collected here whom this LMS course does not list is another section's
+    # (taught in its own LMS course, with its own course file), not a student to add; "" otherwise
+    unlisted: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,7 @@ class Course:
     assignments: dict[str, Assignment] = field(default_factory=dict)
     extensions: dict[str, dict[str, datetime]] = field(default_factory=dict)
     servers: dict[str, Server] = field(default_factory=dict)  # "canvas", "moodle": the [canvas] and [moodle] tables
+    dropped: tuple[str, ...] = ()  # students (course ids) who left the course: push no longer expects the LMS to list them
 
     def assignment(self, name: str) -> Assignment:
         """The settings of assignment ``name`` (all None when the file does not mention it)."""
@@ -280,6 +287,11 @@ def load(file: Path | None = None) -> Course:
                               " 0 to 100 (e.g. late_penalty = 10)")
         config.late_penalty = float(value)
     config.scale = _scale(data, str(file))
+    dropped = data.get("dropped", [])
+    if not (isinstance(dropped, list) and all(isinstance(d, str) and d.strip() for d in dropped)):
+        raise CourseError(f"{file}: dropped = {dropped!r}: expected a list of student ids as in course/grades.csv,"
+                          " in quotes (e.g. dropped = [\"obrienzoe_102\"])")
+    config.dropped = tuple(d.strip() for d in dropped)
     assignments = data.get("assignments", {})
     if not isinstance(assignments, dict):
         raise CourseError(f"{file}: assignments must be tables ([assignments.<name>]), not {assignments!r}")
@@ -342,7 +354,11 @@ def _server(table, where: str) -> Server:
     if isinstance(course, bool) or not isinstance(course, int) or course < 1:
         raise CourseError(f"{where}: course = {course!r}: expected the course's id, a whole number (in its"
                           " address: /courses/1234 on Canvas, /course/view.php?id=12 on Moodle)")
-    return Server(url.strip().rstrip("/"), course)
+    unlisted = table.get("unlisted", "")
+    if unlisted not in ("", OTHER_SECTION):
+        raise CourseError(f"{where}: unlisted = {unlisted!r}: the one value is \"{OTHER_SECTION}\" (students this"
+                          " LMS course does not list are another section's, pushed with that section's course file)")
+    return Server(url.strip().rstrip("/"), course, unlisted)
 
 
 def template(names: list[str] | None = None) -> str:

@@ -291,10 +291,14 @@ def comment(entry, final: float | None, note: str) -> str:
             why = f"the file submitted as {notebook} is not a notebook Jupyter can open"
         return f"{entry.assignment}: your notebook could not be graded automatically ({why}); your instructor will look at it."
     waiting = int(entry.awaiting_review or 0)
+    # a written answer left blank gets 0 with no review: only points given to one say a reviewer read them
+    reviewed = float(entry.written_score or 0) > 0
     how = ("graded automatically" if not entry.written_max else
            f"graded automatically; {waiting} written answer(s) await your instructor's review" if waiting else
-           "graded automatically, written answers reviewed by your instructor")
-    text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points, {how}"
+           "graded automatically, written answers reviewed by your instructor" if reviewed else
+           f"graded automatically; written answers 0 of {entry.written_max} points")
+    so_far = " so far (a partial grade: it changes once they are reviewed)" if waiting else ""
+    text = f"{entry.assignment}: {entry.score:g} of {entry.max_score:g} points{so_far}, {how}"
     if note:
         days = re.search(r"late (\d+) day", note)
         late = "submitted late" + (f" ({days.group(1)} day{'s' if days.group(1) != '1' else ''})" if days else "")

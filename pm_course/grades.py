@@ -44,7 +44,8 @@ def entries(path: Path = GRADES) -> list:
         entry = Entry(row["student_id"], row["assignment"], status=row["status"], reason=row["reason"],
                       name=row.get("name", ""), lms=row.get("lms", ""), lms_id=row.get("lms_id", ""),
                       late=row.get("late") == "late", submitted=row.get("submitted", ""),
-                      written_max=row.get("written_max") or "", awaiting_review=row.get("awaiting_review") or "")
+                      written_score=row.get("written_score") or "", written_max=row.get("written_max") or "",
+                      awaiting_review=row.get("awaiting_review") or "")
         entry.score = float(row["score"]) if row["score"] else None
         entry.max_score = float(row["max_score"]) if row.get("max_score") else None
         if not is_test_student(entry.name):

@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import exported, state
-from .config import Course
+from .config import OTHER_SECTION, Course
 from .course import COURSE, CourseError, assignment_names, expected_notebooks
 from .export import EXPORT, Late, comment, fresh, notice_page, with_summary
 from .grades import entries as grade_entries
@@ -364,6 +364,7 @@ class Row:
     comment: str = ""
     page: str = ""  # the page's SHA-256 ("" for none)
     deducted: str = ""  # what the LMS's own late policy takes off the grade written (Canvas)
+    partial: int = 0    # written answers awaiting review: the grade is the autograded part and the reviews so far
 
     def key(self) -> tuple:
         return (self.action, self.old, self.new, self.page)
@@ -467,12 +468,19 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
             row.new = points(final * scale)
         if cell is None:
             row.why = f"not a student of this assignment in {NAMES[kind]}"
+            server, where = config.servers.get(kind), config.source.name if config.source else "the course file"
+            if e.student in config.dropped:  # said once in the course file: no longer a grade left to push
+                row.why, row.new = f"dropped the course (dropped in {where})", ""
+            elif server is not None and server.unlisted == OTHER_SECTION:
+                row.why, row.new = (f"another section's (not in this {NAMES[kind]} course; unlisted ="
+                                    f" \"{OTHER_SECTION}\" in {where})", "")
             continue
         if e.status != GRADED:
             row.why = {"not submitted": "nothing submitted"}.get(e.status, e.status + (f": {e.reason}" if e.reason
                                                                                     else ""))
             continue
         row.comment = comment(e, final, note)
+        row.partial = int(e.awaiting_review or 0)
         page = _page(e, row.comment)
         if page is None:
             row.why = "no feedback page (grade again to make it)"
@@ -543,12 +551,19 @@ def show(p: Plan) -> str:
             what = f"skipped: {r.why}" + (f" (graded {r.new}: NOT PUSHED)" if r.new else "")
         if r.deducted:
             what += f"  [{NAMES[p.lms]}'s Late Policy takes off {r.deducted}]"
+        if r.partial and r.new:
+            what += f"  [partial: {r.partial} written answer(s) await review]"
         lines.append(f"  {r.student:<{width}}  {what}")
     counts = {a: sum(r.action == a for r in p.rows) for a in ("write", "same", "kept", "skip")}
     unpushed = sum(r.action == "skip" and bool(r.new) for r in p.rows)
     lines.append(f"{counts['write']} to write, {counts['same']} unchanged, {counts['kept']} kept as the LMS has"
                  f" them, {counts['skip']} skipped" + (f" ({unpushed} of them graded: --apply names them as not"
                                                          " pushed)" if unpushed else ""))
+    graded = [r for r in p.rows if r.new]
+    partial = [r for r in graded if r.partial]
+    if partial:
+        lines.append(f"{len(partial)} of {len(graded)} grades are partial (written answers awaiting review:"
+                     " pm-course review); their comments say so, and a push after the review sends the whole grade")
     if p.posting:
         lines.append(p.posting)
     return "\n".join(lines)
@@ -772,7 +787,9 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
     if unpushed:
         raise CourseError(f"graded but not pushed ({len(unpushed)}): " + "; ".join(unpushed) + f". Add each to the"
                           f" {NAMES[kind]} assignment (or make their feedback page: pm-course grade), then run"
-                          f" {again} again.")
+                          f" {again} again. A student who left the course: dropped = [\"<student id>\"] in the"
+                          f" course file; a course file for one section's {NAMES[kind]} course: unlisted ="
+                          f" \"{OTHER_SECTION}\" in its [{kind}] table.")
 
 
 def _read_back(lms, r: Row) -> str:

@@ -46,6 +46,7 @@ class Entry:
     late: bool = False                # the LMS marked the submission late
     submitted: str = ""               # when it was submitted (as the LMS gives it, or the zip entry's time)
     source: str = ""                  # the file in the download or folder that was used
+    written_score: str = ""           # grades.csv: the points the written answers got ("" when none)
     written_max: str = ""             # grades.csv: the written answers' points ("" when none)
     awaiting_review: str = ""         # grades.csv: how many of them await review
 

@@ -6,6 +6,7 @@ Ann Marie 103 nothing, the test student 999) and from Moodle (participants 201, 
 """
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -445,3 +446,51 @@ def test_two_moodle_participants_of_one_name_are_refused_up_front(course):
     said = preview.stdout + preview.stderr
     assert preview.returncode != 0 and "cannot be told apart" in said and "1201, 1204" in said, said
     assert not writes(lms)
+
+
+@pytest.mark.parametrize("said", ['dropped = ["obrienzoe_102"]\n', "[canvas]\nunlisted = \"other section\"\n"],
+                         ids=["a dropped student", "one section's Canvas course"])
+def test_a_student_the_lms_no_longer_lists_is_said_once_then_push_finishes(course, said):
+    """Said once in the course file (dropped, or a course file for one section's LMS course), a student the
+    LMS does not list is listed plainly, and push exits 0 when everything it can push is pushed."""
+    env, folder, lms = course
+    del lms.canvas["102"]  # Zoë is not in this Canvas course
+    config = env["PM_COURSE_CONFIG"]
+    text = open(config).read()
+    if said.startswith("dropped"):
+        text = said + text
+    else:
+        text = text.replace("[canvas]\n", said)
+    open(config, "w").write(text)
+    preview = push(env)
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    expected = "dropped the course" if said.startswith("dropped") else "another section's"
+    assert re.search(f"obrienzoe_102 +skipped: {expected}", preview.stdout) and "NOT PUSHED" not in preview.stdout, \
+        preview.stdout
+    applied = push(env, "--apply")
+    assert applied.returncode == 0 and lms.canvas["101"].score == 3, applied.stdout + applied.stderr
+
+
+def test_partial_grades_are_said_in_the_preview_and_the_comment_and_a_blank_is_not_called_reviewed():
+    from pm_course.export import comment
+    from pm_course.push import Plan, Row, show
+    from pm_course.submissions import Entry
+
+    def entry(score, written, waiting):
+        e = Entry("ada_1", "02_averaging", status="graded", written_score=written, written_max="2",
+                  awaiting_review=waiting)
+        e.score, e.max_score = score, 6.0
+        return e
+
+    waiting = comment(entry(4.0, "0", "1"), 4.0, "")
+    assert "4 of 6 points so far (a partial grade" in waiting and "1 written answer(s) await" in waiting, waiting
+    blank = comment(entry(0.0, "0", "0"), 0.0, "")
+    assert "reviewed by your instructor" not in blank and "written answers 0 of 2 points" in blank, blank
+    reviewed = comment(entry(6.0, "2", "0"), 6.0, "")
+    assert "6 of 6 points, graded automatically, written answers reviewed by your instructor" in reviewed
+    plan = Plan("canvas", "02_averaging", rows=[Row("ada_1", "1", "Ada", "write", new="4", partial=1),
+                                                Row("bo_2", "2", "Bo", "write", new="6"),
+                                                Row("cy_3", "3", "Cy", "skip", why="nothing submitted")])
+    shown = show(plan)
+    assert "1 of 2 grades are partial (written answers awaiting review" in shown, shown
+    assert "[partial: 1 written answer(s) await review]" in shown, shown
