@@ -10,7 +10,7 @@ assignment whose source changed since and release it again (:func:`stale`).
 """
 from __future__ import annotations
 
-from . import course, isolate
+from . import course, hidden, isolate
 from .course import COURSE, CourseError, assignment_names, source_hash, source_notebook, step
 
 STAMP = ".source-sha256"
@@ -103,7 +103,8 @@ def assignments(names: list[str] | None = None) -> None:
     ------
     CourseError
         When a test cell borrows from another or judges more than its own
-        function: nothing is released then.
+        function, or the source's own solution fails one of its tests (a
+        hidden one included): nothing is released then.
     """
     import nbformat
 
@@ -114,6 +115,14 @@ def assignments(names: list[str] | None = None) -> None:
     if problems:
         raise CourseError("Each test cell must stand alone (a student may delete or break another) and judge"
                           " its own function (see pm_course/isolate.py):\n  " + "\n  ".join(problems))
+    failing = []
+    for name in names:  # every test, hidden ones included, on the source's own solution
+        try:
+            hidden.reference(name)
+        except CourseError as err:
+            failing.append(str(err))
+    if failing:
+        raise CourseError("Nothing was released:\n  " + "\n  ".join(failing))
     for name in names:
         digest = source_hash(name)  # of the source as it is now, before nbgrader reads it
         _keep_earlier_release(name)

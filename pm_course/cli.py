@@ -323,7 +323,11 @@ def main(argv: list[str] | None = None) -> None:
             text = status(update=False) + (f"\n(read only: the course folder is in use by"
                                             f" {holder() or 'another pm-course command'}; reviews entered since"
                                             " the last command are not counted yet)")
-        print(text)
+        try:
+            print(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `pm-course status | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
 
     with lock(f"pm-course {args.command}", wait=not args.no_wait):

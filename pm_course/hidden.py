@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .course import source_notebook
+from .course import CourseError, source_notebook
 
 
 @functools.cache
@@ -51,7 +51,16 @@ def reference(assignment: str) -> dict[str, tuple[str, object, object]]:
                 meta = cell.metadata.get("nbgrader", {})
                 cell_id[0] = meta.get("grade_id") if meta.get("grade") else None
                 ns["probe"] = record
-                exec(compile(cell.source, f"<{assignment}:{meta.get('grade_id')}>", "exec"), ns)
+                try:
+                    exec(compile(cell.source, f"<{assignment}:{meta.get('grade_id')}>", "exec"), ns)
+                except Exception as err:  # noqa: BLE001 -- the instructor's own notebook: said as a sentence
+                    what = (f"test cell {meta['grade_id']!r}" if meta.get("grade") and not meta.get("solution") else
+                            f"cell {meta.get('grade_id') or nb.cells.index(cell) + 1!r}")
+                    said = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+                    raise CourseError(
+                        f"{assignment}: the source's own solution fails {what} ({type(err).__name__}"
+                        f"{': ' + said if said else ''}). Every hidden test must pass on the instructor's solution:"
+                        f" fix {source_notebook(assignment)}, then pm-course assignments.") from None
     finally:
         os.chdir(cwd)
         import matplotlib.pyplot as plt

@@ -62,6 +62,10 @@ class Interrupted(Exception):
     """The connection failed mid-push: what was read back is journalled, the next push finishes the rest."""
 
 
+class StillRateLimited(Interrupted):
+    """The LMS kept answering "too many requests" through every retry: nothing more is sent this run."""
+
+
 # --- what the LMS holds ---------------------------------------------------------
 @dataclass
 class Cell:
@@ -104,7 +108,9 @@ def _retry(call, what: str):
             return call()
         except RateLimited as err:
             if attempt == TRIES - 1:
-                raise Interrupted(f"{what}: still rate limited after {TRIES} tries ({err})") from None
+                waited = BACKOFF * (2 ** (TRIES - 1) - 1)
+                raise StillRateLimited(f"{what}: still rate limited after {TRIES} tries over {waited:g} s ({err})"
+                                       ) from None
             print(f"  rate limited ({err}): waiting {wait:g} s, then {what} again")
             time.sleep(wait)
             wait *= 2
@@ -228,6 +234,11 @@ class Moodle:
         self.http, self.url, self.token, self.id = requests.Session(), server.url, token, assignment_id
         self.course = server.course
         found = self._call("mod_assign_get_assignments", {"courseids[0]": self.course})
+        if not any(c.get("id") == self.course for c in found.get("courses", [])):
+            said = "; ".join(str(w.get("message")) for w in found.get("warnings", []) if isinstance(w, dict))
+            raise CourseError(f"Moodle shows this token no course {self.course}" + (f" ({said})" if said else "") +
+                              ": check [moodle] course in the course file (the number in the course's address,"
+                              " /course/view.php?id=12), and that the token's user teaches that course")
         mine = [a for c in found.get("courses", []) for a in c.get("assignments", []) if a.get("id") == self.id]
         if not mine:
             ids = ", ".join(f"{a.get('id')} ({a.get('name')})" for c in found.get("courses", [])
@@ -531,7 +542,14 @@ def _carried(step: dict | None, row: Row) -> dict:
     when the LMS still holds it."""
     if not step or not step.get("comment") or step.get("for") != row.new:
         return {}
-    return {"comment": True, "for": row.new, **({"grade": row.new} if same(row.old, row.new) else {})}
+    if step["comment"] is not True and step["comment"] != _text_digest(row.comment):
+        return {}  # another comment for the same grade (a review since, a late note): the current one is posted
+    return {"comment": step["comment"], "for": row.new, **({"grade": row.new} if same(row.old, row.new) else {})}
+
+
+def _text_digest(text: str) -> str:
+    """What the journal keeps of a comment posted: its SHA-256, so that a retry knows whether it is this one."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def show(p: Plan) -> str:
@@ -613,6 +631,13 @@ def _save_json(path: Path, data) -> None:
     state.write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def _limited(kind: str, err: Exception, done: str) -> CourseError:
+    """The error for an LMS that rate-limited every retry: not unreachable, busy; when to try again."""
+    return CourseError(f"{NAMES[kind]} is rate-limiting this token ({err}). {done} Wait a few minutes ({NAMES[kind]}"
+                       " refills a token's quota as its requests finish; other scripts or integrations using the same"
+                       " token share it), then run the same command again.")
+
+
 def _reach(kind: str, config: Course, err: Interrupted) -> CourseError:
     """The error for an LMS that could not be reached before anything was written."""
     server = config.servers.get(kind)
@@ -656,6 +681,8 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
     try:
         lms = _client(kind, assignment, late.config, secret)
         now, pages = plan(kind, assignment, lms, late, overwrite_lms_edits, force, journal.get("done"))
+    except StillRateLimited as err:
+        raise _limited(kind, err, "Nothing was written.") from None
     except Interrupted as err:
         raise _reach(kind, late.config, err) from None
     if apply and now.mismatch:
@@ -670,6 +697,13 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
         return
     try:
         _apply(lms, now, pages, preview_file, journal_file, journal, late.config, options)
+    except StillRateLimited as err:
+        raise _limited(kind, err, "What was written and read back is recorded; the same push --apply finishes the"
+                                  " rest, writing nothing twice.") from None
+    except KeyboardInterrupt:
+        raise CourseError(f"push stopped (interrupted). What was written to {NAMES[kind]} and read back is recorded"
+                          " (the student being written when it stopped included, as far as it got): run the same"
+                          " push --apply again to finish the rest; nothing is written twice.") from None
     except Interrupted as err:
         raise CourseError(f"push stopped: the connection to {NAMES[kind]} failed ({err}). What was written and read"
                           " back is recorded; run the same push --apply again to finish the rest.") from None
@@ -733,8 +767,9 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
                 if kind == "canvas":  # grade and comment in one PUT, read back; then the page
                     if not step.get("grade"):
                         # Canvas keeps every comment posted: once posted, a retry sends the grade alone
-                        lms.write_grade(r.lms_id, r.new, "" if step.get("comment") else r.comment)
-                        step.update({"comment": True, "for": r.new})
+                        posted = step.get("comment") in (True, _text_digest(r.comment))
+                        lms.write_grade(r.lms_id, r.new, "" if posted else r.comment)
+                        step.update({"comment": _text_digest(r.comment), "for": r.new})
                         _save_json(journal_file, journal)
                         lost = _read_back(lms, r)
                         if not lost:
@@ -752,7 +787,7 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
                     _save_json(journal_file, journal)
                     continue
                 step["grade"] = r.new
-            except Interrupted:
+            except (Interrupted, KeyboardInterrupt):
                 _save_json(journal_file, journal)
                 _save_record(record)
                 raise

@@ -21,6 +21,7 @@ object with HTTP 200.
 Faults a test injects: ``rate_limit(n)`` answers the next n requests 429;
 ``forget(uid)`` answers 200 to that student's grade but keeps nothing;
 ``cut_after(n)`` closes the connection on the n+1-th write request with no answer;
+``slow_after(n, s)`` answers the n+1-th write request only after s seconds;
 ``edit(...)`` is someone else grading in the LMS. Every request is logged.
 """
 from __future__ import annotations
@@ -63,6 +64,7 @@ class FakeLMS:
         self.moodle = {uid: Sub() for uid, _ in self.participants.values()}
         self.files, self.drafts, self.log = {}, {}, []
         self._limited, self._forget, self._cut_after, self._writes = 0, set(), None, 0
+        self._slow, self._slow_writes = None, 0
         self.rate_limit_code = 429
         self.lock = threading.Lock()
         server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -89,6 +91,10 @@ class FakeLMS:
 
     def cut_after(self, n: int | None):
         self._cut_after, self._writes = n, 0
+
+    def slow_after(self, n: int, seconds: float):
+        """Answer the n+1-th write request only after ``seconds`` (time for a test to press Ctrl-C)."""
+        self._slow, self._slow_writes = (n, seconds), 0
 
     def edit(self, uid: str, score: float | None = None, excused: bool = False, moodle: bool = False):
         sub = (self.moodle[self.participants[str(uid)][0]] if moodle else self.canvas[str(uid)])
@@ -157,6 +163,11 @@ class FakeLMS:
                         return self._send(429, {"errors": [{"message": "Rate Limit Exceeded"}]},
                                           [("X-Rate-Limit-Remaining", "0.0")])
                     writes = (method == "PUT" or url.path.endswith("server.php") and b"save_grades" in body)
+                    if writes and lms._slow is not None:
+                        lms._slow_writes += 1
+                        if lms._slow_writes > lms._slow[0]:
+                            import time
+                            time.sleep(lms._slow[1])
                     if writes and lms._cut_after is not None:
                         if lms._writes >= lms._cut_after:
                             self.close_connection = True
@@ -265,7 +276,9 @@ class FakeLMS:
                 fn = form.get("wsfunction")
                 if fn == "mod_assign_get_assignments":
                     if form.get("courseids[0]") != str(lms.course):
-                        return self._send(200, {"courses": [], "warnings": []})
+                        return self._send(200, {"courses": [], "warnings": [  # as Moodle answers it
+                            {"item": "course", "itemid": int(form.get("courseids[0]") or 0), "warningcode": "1",
+                             "message": "No access rights in course context"}]})
                     return self._send(200, {"courses": [{"id": lms.course, "assignments": [lms.moodle_assignment]}],
                                             "warnings": []})
                 if fn == "mod_assign_list_participants":

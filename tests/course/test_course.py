@@ -188,3 +188,33 @@ def test_grading_end_to_end(course, tmp_path):
     graded = course / "autograded" / "hal_flood" / "01_copying"
     sizes = {p.name: p.stat().st_size for p in [*graded.glob("*.ipynb"), *(course / "feedback" / "hal_flood").rglob("*.html")]}
     assert len(sizes) == 2 and max(sizes.values()) < 5e6, f"the flood's output was not cut: {sizes}"
+
+
+def test_a_hidden_test_the_source_s_solution_fails_is_refused_by_name(tmp_path):
+    """The source's own solution must pass every test, hidden ones included: assignments refuses, naming the
+    cell, and grade stops with that sentence, never a traceback."""
+    import shutil
+
+    exercises = tmp_path / "exercises"
+    shutil.copytree(ROOT / "exercises" / "03_subspace", exercises / "03_subspace")
+    path = next((exercises / "03_subspace").glob("*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test-proj")
+    cell.source = cell.source.replace("### END HIDDEN TESTS",
+                                      "assert Pi.shape == (1, 1), 'a wrong hidden check'\n### END HIDDEN TESTS", 1)
+    assert "a wrong hidden check" in cell.source
+    nbformat.write(nb, path)
+    env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"), PM_EXERCISES=str(exercises))
+    released = pm.run([sys.executable, "-m", "pm_course", "assignments"], env=env, capture_output=True, text=True)
+    said = released.stdout + released.stderr
+    assert released.returncode != 0 and "Traceback" not in said, said
+    assert "03_subspace: the source's own solution fails test cell 'test-proj' (AssertionError: a wrong hidden" \
+           " check)" in said, said
+    assert not (tmp_path / "course" / "release" / "03_subspace").exists()
+    subs = tmp_path / "subs" / "ada" / "03_subspace"
+    subs.mkdir(parents=True)
+    shutil.copy(ROOT / "exercises" / "03_subspace" / path.name, subs / path.name)
+    graded = pm.run([sys.executable, "-m", "pm_course", "grade", str(tmp_path / "subs")], env=env,
+                    capture_output=True, text=True, timeout=600)
+    said = graded.stdout + graded.stderr
+    assert graded.returncode != 0 and "Traceback" not in said and "fails test cell 'test-proj'" in said, said

@@ -494,3 +494,83 @@ def test_partial_grades_are_said_in_the_preview_and_the_comment_and_a_blank_is_n
     shown = show(plan)
     assert "1 of 2 grades are partial (written answers awaiting review" in shown, shown
     assert "[partial: 1 written answer(s) await review]" in shown, shown
+
+
+def test_ctrl_c_during_apply_says_what_is_done_and_the_next_apply_finishes(course):
+    import signal
+    import subprocess
+    import time
+
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.slow_after(1, 20)  # the second write waits: Ctrl-C comes then
+    proc = subprocess.Popen([sys.executable, "-m", "pm_course", "push", "--to", "canvas", "--assignment",
+                             "03_subspace", "--apply"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while len(writes(lms)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in out + err, out + err
+    assert "push stopped (interrupted)" in err and "run the same push --apply again" in err, err
+    lms.slow_after(10**6, 0)
+    finished = push(env, "--apply")
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert (lms.canvas["101"].score, lms.canvas["102"].score) == (3, 0)
+    for uid in ("101", "102"):
+        assert len([c for c in lms.canvas[uid].comments if "text" in c]) == 1, lms.canvas[uid].comments
+
+
+def test_a_rate_limit_that_outlasts_every_retry_is_named_as_such(course):
+    env, folder, lms = course
+    lms.rate_limit(1000)
+    preview = push(env)
+    said = preview.stdout + preview.stderr
+    assert preview.returncode != 0 and "rate-limiting this token" in said and "could not reach" not in said, said
+    assert "Wait a few minutes" in said and "Nothing was written" in said, said
+
+
+def test_a_moodle_course_the_token_cannot_see_is_named_as_the_course(course):
+    env, folder, lms = course
+    config = env["PM_COURSE_CONFIG"]
+    text = open(config).read().replace("[moodle]\nurl", "[moodle]\n#\nurl")
+    text = text.replace('course = 1\n[assignments', 'course = 2\n[assignments')
+    open(config, "w").write(text)
+    preview = push(env, to="moodle")
+    said = preview.stdout + preview.stderr
+    assert preview.returncode != 0 and "Moodle shows this token no course 2" in said, said
+    assert "No access rights in course context" in said and "moodle_id" not in said, said
+
+
+def test_status_into_a_closed_pipe_ends_quietly(course):
+    import subprocess
+
+    env, folder, lms = course
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has read what it wanted: every write to the pipe fails
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pm_course", "status"], env=env, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+
+
+def test_a_retry_posts_the_current_comment_when_it_changed_since_the_one_posted(course, tmp_path):
+    """The journal keeps which comment was posted (its hash), not only that one was: a retry whose comment
+    changed since (a submission time given, the same grade) posts the new one."""
+    env, folder, lms = course
+    assert push(env).returncode == 0
+    lms.forget("102")
+    assert push(env, "--apply").returncode != 0  # the grade not kept; the first comment is in
+    lms._forget.clear()
+    times = tmp_path / "times.csv"
+    times.write_text("student,assignment,submitted_at\nobrienzoe_102,03_subspace,2025-03-03 09:00\n")
+    options = ("--times", times, "--due", "03_subspace=2025-03-02 23:59")
+    assert push(env, *options).returncode == 0
+    again = push(env, "--apply", *options)
+    assert again.returncode == 0, again.stdout + again.stderr
+    texts = [c["text"] for c in lms.canvas["102"].comments if "text" in c]
+    assert len(texts) == 2 and "submitted late" not in texts[0] and "submitted late (1 day)" in texts[1], texts
+    assert lms.canvas["102"].score == 0
