@@ -240,7 +240,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         if parsed is None:
             found.why_unused[name] = (f"not a notebook ({Path(name).suffix or 'no extension'})"
                                       if Path(name).suffix != ".ipynb" else f"not named the way {source.title()} names submissions")
-            other = re.match(regexp, name)
+            other = re.match(regexp, name) or (re.match(lms.CANVAS_ONLINE, name) if source == "canvas" else None)
             if other and Path(name).suffix != ".ipynb":  # a student's file in place of the notebook, maybe
                 others.setdefault(other["student_id"], []).append((member, other.groupdict()))
             continue
@@ -366,13 +366,22 @@ def _choose(options: list, target: str, contents: dict) -> tuple:
 def holds_work(data: bytes | None, assignment: str) -> bool:
     """Whether a notebook holds anything the student wrote: a cell that is not the assignment's blank release.
 
-    Compared by the cells' text (whitespace aside; outputs, metadata and ids never count): a cell is the
-    release's when its text is one of the student version's cells, or a solution cell left as released
-    (``raise NotImplementedError()``, "YOUR ANSWER HERE"). Unreadable: True (never dropped as blank).
+    Only what a student writes counts: the solution cells and the cells they added (no nbgrader metadata).
+    The instructor's own cells (prompts, checks, locked cells) never do, so a blank copy of an earlier
+    release whose prompt was fixed since is blank too. Compared by the cells' text (whitespace aside;
+    outputs, metadata and ids never count): a cell is the release's when its text is one of a student
+    version's cells, this release's or an earlier one's (``course/release-history``), or a solution cell
+    left as released (``raise NotImplementedError()``, "YOUR ANSWER HERE"). Unreadable: True (never dropped
+    as blank).
     """
     try:
         cells = json.loads(data or b"")["cells"]
-        texts = {_plain("".join(c["source"]) if isinstance(c["source"], list) else c["source"]) for c in cells}
+        texts = set()
+        for c in cells:
+            meta = (c.get("metadata") or {}).get("nbgrader") or {}
+            if meta and not meta.get("solution"):
+                continue  # the instructor's cell: a prompt, a check, a locked cell
+            texts.add(_plain("".join(c["source"]) if isinstance(c["source"], list) else c["source"]))
     except (ValueError, TypeError, KeyError, AttributeError):
         return True
     return bool(texts - _released_texts(assignment) - {""})
@@ -389,12 +398,14 @@ def _plain(text: str) -> str:
 
 @functools.cache
 def _released_texts(assignment: str) -> frozenset:
-    """Every cell text of the assignment's student version (solutions and hidden tests out), as :func:`_plain`."""
+    """Every cell text of the assignment's student versions, this one and those released before (solutions and
+    hidden tests out), as :func:`_plain`."""
     from .reviews import SOLUTION
 
     released = COURSE / "release" / assignment / expected_notebooks()[assignment]  # nbgrader's own, if made
+    earlier = sorted((COURSE / "release-history" / assignment).glob("*.ipynb"))  # what earlier classes were given
     out = set()
-    for path in (source_notebook(assignment), released):
+    for path in (source_notebook(assignment), released, *earlier):
         if path.is_file():
             for cell in json.loads(path.read_bytes())["cells"]:
                 text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]

@@ -220,6 +220,17 @@ class Late:
                       " --times FILE (a CSV of student, assignment, submitted_at).")
             raise CourseError(f"cannot compute the late penalty ({self.percent:g}% per day, {self.origin}) for"
                               f" {len(unknown)} late submission(s): {names}{more}.{advice} Nothing was written.")
+        # Moodle's worksheet says "Submitted for grading" without "late" from its own due date (and the extensions
+        # granted in Moodle): a penalty from an earlier due date here would contradict what the student was shown
+        disagree = [e for e in graded if e.lms == "moodle" and not e.late and e.submitted and self.days(e)[0]]
+        if self.percent and disagree:
+            names = "; ".join(f"{e.student}/{e.assignment} (submitted {e.submitted}, {self.due(e)[1]} due"
+                              f" {self.due(e)[0]:%Y-%m-%d %H:%M})" for e in disagree[:8])
+            raise CourseError(f"Moodle's worksheet says {len(disagree)} submission(s) came on time (their status"
+                              f" does not say late) that the due date here makes late: {names}. Moodle's status"
+                              " follows its own due date and the extensions granted in Moodle: make the course"
+                              " file's due date Moodle's, or give those students an extension ([extensions.<student>]"
+                              " in the course file). Nothing was written.")
         for a in sorted({e.assignment for e in graded}):
             mine = [e for e in graded if e.assignment == a]
             late = [e for e in mine if self.days(e)[0] != 0]

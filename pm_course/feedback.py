@@ -394,7 +394,23 @@ class AwaitingReview(Preprocessor):
                 grade = gradebook.find_grade(meta["grade_id"], info["notebook"], info["assignment"], info["student"])
                 if awaiting(grade):
                     meta["comment"] = AWAITING + (f"\n\n{meta['comment']}" if meta.get("comment") else "")
+                    # its score shows as not counted yet, never "0.0" (not_counted, after the page is made)
+                    resources.setdefault("awaiting_review", []).append(meta["grade_id"])
         return nb, resources
+
+
+def not_counted(page: str, cells: list[str]) -> str:
+    """The page with each answer of ``cells`` (awaiting review) scored "not yet counted", not "Score: 0.0".
+
+    >>> not_counted('<a href="#why">Written response</a> (Score: 0.0 / 2.0)</li>', ["why"])
+    '<a href="#why">Written response</a> (Score: not yet counted / 2.0)</li>'
+    """
+    for cell in cells:
+        page = re.sub(rf'(<a href="#{re.escape(cell)}">[^<]*</a> \(Score: )[\d.]+( / [\d.]+\))', r"\1not yet counted\2",
+                      page, count=1)
+        page = re.sub(rf'(<a name="{re.escape(cell)}"></a>.*?Score: )[\d.]+( / [\d.]+)', r"\1not yet counted\2", page,
+                      count=1, flags=re.S)
+    return page
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):
@@ -554,11 +570,11 @@ class FeedbackExporter(HTMLExporter):
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
         except (AttributeError, TypeError):  # an nbconvert whose exporter is built differently
             page, resources = super().from_notebook_node(nb, given, **kw)
-            return inert(page), resources
+            return inert(not_counted(page, resources.get("awaiting_review", []))), resources
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
         if NEEDS_PASS.search(page):
             page, resources = super().from_notebook_node(nb, given, **kw)
-        return inert(page), resources
+        return inert(not_counted(page, resources.get("awaiting_review", []))), resources
 
 
 def _inert_outputs(nb):

@@ -41,6 +41,9 @@ LMSS = ("canvas", "moodle")
 # nbgrader's FileNameCollectorPlugin wants the groups student_id and file_id
 CANVAS_NAME = (r"^(?P<last_first>[^/]+?)_(?:(?P<late>LATE|late)_)?(?P<student_id>\d+)_(?P<submission_id>\d+)_"
                r"(?P<file_id>[^/]+)$")
+# what Canvas's download makes of a website URL or text entry submission: no submission id, no original name
+CANVAS_ONLINE = (r"^(?P<last_first>[^/]+?)_(?:(?P<late>LATE|late)_)?(?P<student_id>\d+)_"
+                 r"(?P<file_id>(?:link|text)\.html)$")
 # in a folder per student (``..._file_/<original>``) or, "Download submissions in folders" unticked, flat
 # (``..._file_<original>``): the participant id names the student either way
 MOODLE_NAME = r"^(?P<full_name>[^/]+)_(?P<student_id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_/?(?P<file_id>.+)$"

@@ -166,3 +166,22 @@ def test_file_names_are_read_as_nbgraders_file_name_collector_reads_them(regexp)
     assert got == {name: plugin.collect(name) for name in NAMES}
     assert sum(v is not None for v in got.values()) >= 3  # the names cover matches and refusals alike
     assert sum(v is None for v in got.values()) >= 5
+
+
+def test_a_canvas_link_or_text_entry_could_not_be_graded_with_the_reason(tmp_path, two_assignments):
+    """Canvas names a website URL submission <name>_<user id>_link.html (no submission id): handed in, so
+    "could not be graded" with why, never "not submitted"."""
+    from conftest import MARCH, _zip, solved
+
+    course = tmp_path / "course"
+    download = _zip(tmp_path / "submissions.zip", [
+        ("nunezjose_101_9001_subspace.ipynb", solved("03_subspace"), MARCH),
+        ("smithannmarie_103_link.html", b'<meta http-equiv="refresh" content="0; url=https://colab.example.org/'
+                                        b'drive/abc123">', MARCH)])
+    proc = run(course, two_assignments, "collect", "--from", "canvas", download, "--assignment", "03_subspace",
+               "--roster", canvas_gradebook(tmp_path / "gradebook.csv"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {(e.student, e.assignment): e for e in submissions.read_manifest(course / "submissions.csv")}
+    ann = rows[("smithannmarie_103", "03_subspace")]
+    assert ann.status == "could not be graded", (ann.status, ann.reason)
+    assert "submitted a link (https://colab.example.org/drive/abc123" in ann.reason and "link.html" in ann.reason

@@ -256,3 +256,28 @@ def test_grade_grades_only_what_is_new_or_changed(term, tmp_path):
     assert "Grading: 100%" in proc.stderr and " 1/1 [" in proc.stderr, proc.stderr[-1000:]
     assert "obrienzoe_102/03_subspace: 3/3 -> 0/3" in proc.stdout, proc.stdout
     assert "kept: 5 notebooks" in proc.stdout
+
+
+def test_moodle_s_on_time_status_is_never_penalised_by_an_earlier_due_date_here():
+    """Moodle's worksheet says "Submitted for grading" (no "late") from Moodle's own due date: a course file
+    whose due date is earlier would penalise work the student was told came on time. Refused, naming it."""
+    from datetime import datetime
+
+    from pm_course.config import Course
+    from pm_course.course import CourseError
+    from pm_course.export import Late
+    from pm_course.submissions import Entry
+
+    def entry(late):
+        e = Entry("nunezjose_201", "03_subspace", lms="moodle", lms_id="201", late=late,
+                  submitted="2025-03-03 09:00")
+        e.score, e.max_score = 3.0, 3.0
+        return e
+
+    late = Late(10.0, {"03_subspace": datetime(2025, 3, 2, 23, 59)}, Course())
+    with pytest.raises(CourseError, match=r"Moodle's worksheet says 1 submission\(s\) came on time .*"
+                                          r"nunezjose_201/03_subspace \(submitted 2025-03-03 09:00, --due due"):
+        late.check([entry(late=False)])
+    late.check([entry(late=True)])  # Moodle says late too: the penalty is computed as before
+    assert late.apply(entry(late=True))[0] == 2.7
+    Late(None, {"03_subspace": datetime(2025, 3, 2, 23, 59)}, Course()).check([entry(late=False)])  # no penalty

@@ -102,7 +102,11 @@ def test_grading_counts_the_written_points_in_the_maximum_and_awaits_their_revie
             == ("0", "2", "1")
     assert "Written answers awaiting review: 2" in proc.stdout, proc.stdout
     page = (tmp / "course" / "feedback" / "nunezjose_101" / NAME / NOTEBOOK.replace(".ipynb", ".html")).read_text()
-    assert "Awaiting review by your instructor" in page  # not a bare "Score: 0.0 / 2.0"
+    assert "Awaiting review by your instructor" in page
+    # the answer's score is not shown as 0 beside it, in the page's list of cells or at the answer
+    assert f'<a href="#{CELL}">Written response</a> (Score: not yet counted / 2.0)' in page, page
+    answer = page.split(f'<a name="{CELL}"></a>')[1][:600]
+    assert "Score: not yet counted / 2.0" in answer and "Score: 0.0" not in answer, answer
 
 
 def test_status_and_the_review_sheet_before_any_review(graded):

@@ -18,6 +18,7 @@ from conftest import MARCH, LATER, _zip, solved, blank
 import pm
 
 A, B = "02_averaging", "03_subspace"
+ROOT_EXERCISES = __import__("pathlib").Path(__file__).resolve().parents[2] / "exercises"
 
 
 def run(env, *args, timeout=900):
@@ -392,3 +393,29 @@ def test_two_notebooks_the_one_with_work_or_the_newer_upload_both_named(tmp_path
                                    " (the blank notebook as released)")
     assert found.why_unused["cy_303_9303_subspace.ipynb"] == \
         "not graded: cy_303's cy_303_9303_Copy of subspace.ipynb is graded"
+
+
+def test_a_blank_copy_of_an_earlier_release_beside_the_finished_notebook_is_blank(tmp_path):
+    """The prompt was fixed after release: a student's untouched notebook of the first release is still blank
+    (only solution cells and cells the student added are work), so the finished copy is graded, no choice asked."""
+    import shutil
+
+    from pm_course import submissions
+
+    exercises = tmp_path / "exercises"
+    shutil.copytree(ROOT_EXERCISES / B, exercises / B)
+    env = env_of(tmp_path, exercises)
+    assert run(env, "assignments").returncode == 0
+    path = next((exercises / B).glob("*.ipynb"))
+    first_release = (tmp_path / "course" / "release" / B / path.name).read_bytes()
+    nb = nbformat.read(path, as_version=4)
+    prompt = next(c for c in nb.cells if c.cell_type == "markdown")
+    prompt.source += "\n\n(Fixed after release: a clearer prompt.)"
+    nbformat.write(nb, path)
+    assert run(env, "assignments").returncode == 0
+    download = _zip(tmp_path / "week3.zip", [("ada_301_9301_subspace.ipynb", first_release, MARCH),
+                                             ("ada_301_9301_Copy of subspace.ipynb", solved(B), LATER)])
+    proc = run(env, "collect", "--from", "canvas", download, "--assignment", B)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [entry] = [e for e in submissions.read_manifest(tmp_path / "course" / "submissions.csv") if e.student == "ada_301"]
+    assert entry.status == "graded" and "Copy of subspace.ipynb" in entry.source, (entry.status, entry.reason)
