@@ -485,8 +485,12 @@ def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = 
             entry = scores.get((row["ID"].strip(), a))
             final, note = late.apply(entry) if entry is not None and entry.status == GRADED else (None, "")
             ours = _points(None if final is None else final * scales[a], table.delimiter)
-            new[header[a]] = guard.cell(exported.canvas_key(row['ID'].strip(), header[a]), f"{row['Student']} ({row['ID']})"
-                                        f" {header[a]}", row.get(header[a], ""), ours)
+            # a submission Canvas marked late, with no penalty of pm-course's: Canvas's Late Policy may deduct
+            canvas_late = entry is not None and entry.late and not (final is not None and entry.score is not None
+                                                                     and final < entry.score)
+            new[header[a]] = guard.cell(exported.canvas_key(row["ID"].strip(), header[a]),
+                                        f"{row['Student']} ({row['ID']}) {header[a]}", row.get(header[a], ""), ours,
+                                        late_policy=canvas_late)
             if note:
                 print(f"  {row['Student']} ({row['ID']}) {a}: {note}")
         out_rows.append(new)

@@ -72,8 +72,10 @@ class Guard:
         self.kept_marks: list[str] = []
         self.kept_edits: list[str] = []
         self.overwritten: list[str] = []
+        self.deducted: list[str] = []
 
-    def cell(self, key: str, who: str, current: str, ours: str, items: tuple[str, ...] = ()) -> str:
+    def cell(self, key: str, who: str, current: str, ours: str, items: tuple[str, ...] = (),
+             late_policy: bool = False) -> str:
         """The value to write in cell ``key`` (``who`` names it in a message): the LMS's ``current`` or ``ours``.
 
         ``items``: the cell holds a scale's items, not numbers (a Moodle scale): an item pm-course exported
@@ -100,6 +102,13 @@ class Guard:
         exported = [_number(v) for v in self.mine.get(key, [])]
         if any(v is not None and abs(v - now) < 0.005 for v in exported) or abs((_number(ours) or 0) - now) < 0.005:
             return self._ours(key, ours)
+        last = exported[-1] if exported else None
+        if late_policy and last is not None and 0 <= now < last - 0.005:
+            # Canvas's Late Policy shows the grade written less its deduction (its gradebook file has no other):
+            # what pm-course exported, deducted by Canvas, which deducts again from what is imported now
+            self.deducted.append(f"{who}: {current} in Canvas is pm-course's {self.mine[key][-1]} less Canvas's"
+                                 f" late deduction; pm-course's {ours} goes in (Canvas deducts from it again)")
+            return self._ours(key, ours)
         what = f"{who}: {current} in the LMS" + (f" (pm-course exported {self.mine[key][-1]})" if exported else
                                                   " (not exported by pm-course)") + f", pm-course's {ours}"
         if self.overwrite:
@@ -123,6 +132,11 @@ class Guard:
             print(f"Kept: changed in the LMS since pm-course's last export ({len(self.kept_edits)} cell(s);"
                   " --overwrite-lms-edits replaces them):")
             print("\n".join(f"  {w}" for w in self.kept_edits))
+        if self.deducted:
+            print(f"Taken as Canvas's Late Policy at work ({len(self.deducted)} late cell(s) below what pm-course"
+                  " exported; a hand edit below it cannot be told from the deduction in a gradebook file: pm-course"
+                  " push reads what was entered and can):")
+            print("\n".join(f"  {w}" for w in self.deducted))
         if self.overwritten:
             print(f"Replaced (--overwrite-lms-edits): {len(self.overwritten)} cell(s) changed in the LMS:")
             print("\n".join(f"  {w}" for w in self.overwritten))

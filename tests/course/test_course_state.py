@@ -492,3 +492,27 @@ def test_a_students_script_is_inert_in_the_feedback_page(canvas, tmp_path):
 
 def exercises_dir_of(env):
     return env["PM_EXERCISES"]
+
+
+def test_canvas_s_late_deduction_in_its_gradebook_file_is_not_taken_for_an_edit(canvas, tmp_path):
+    """Canvas's gradebook file shows a late grade less its Late Policy's deduction (José: 3 exported, 2.7 shown):
+    that is pm-course's grade at work in Canvas, so a later export writes pm-course's grade again, saying so."""
+    tmp, env, book, *_ = canvas
+    shutil.copytree(tmp / "course", tmp_path / "course")
+    env = {**env, "PM_COURSE_DIR": str(tmp_path / "course")}
+    out = tmp_path / "import.csv"
+    assert run(env, "export", "--to", "canvas", book, "-o", out, "--late-penalty", "0").returncode == 0
+    first = {r["ID"]: r["03_subspace (502)"] for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert first["101"] == "3", first
+    now = tmp_path / "gradebook-now.csv"
+    table = list(csv.reader(book.open(encoding="utf-8")))
+    for row in table[2:]:
+        row[GRADEBOOK.index(f"{A} (502)")] = {"101": "2.7", "102": "0.5"}.get(row[1], first.get(row[1], ""))
+    with now.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(table)
+    proc = run(env, "export", "--to", "canvas", now, "-o", out, "--late-penalty", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {r["ID"]: r["03_subspace (502)"] for r in csv.DictReader(out.open(encoding="utf-8"))}
+    assert got["101"] == "3", (got, proc.stdout)  # late: Canvas's deduction, pm-course's grade goes in again
+    assert got["102"] == "0.5", got  # on time: an edit in Canvas, kept
+    assert "Taken as Canvas's Late Policy at work (1 late cell(s)" in proc.stdout, proc.stdout
