@@ -37,7 +37,11 @@ nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 Where the machine lets the grader create cgroups (Linux, as root), each sandbox
 also gets a cgroup capping its number of processes (so a fork bomb stops at
 ``PM_GRADE_PROCS``) and its total memory (twice ``PM_GRADE_MEMORY``, for
-processes that fork); elsewhere those two caps are missing, and ``check()`` says so.
+processes that fork), and one counting its CPU time; elsewhere those caps are
+missing, and ``check()`` says so. Each is a child of the grader's own cgroup of
+that controller (:func:`own_cgroup`), never made elsewhere: a grader run in a
+systemd slice, a container or a batch job's cgroup keeps its kernels inside
+that cgroup's accounting and limits (tests/course/test_sandbox_cgroups.py).
 
 A kernel is not a new Python: it is forked from a warm template
 (:mod:`pm_course.warm`, one per grading process) that imported ipykernel,
@@ -106,47 +110,110 @@ def max_procs() -> int:
 
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def own_cgroup(controller: str) -> Path | None:
+    """This process's own cgroup of ``controller`` ("pids", "memory", "cpuacct") as a folder; None if none.
+
+    Read from ``/proc/self/cgroup``: a v1 line names its hierarchy's controllers
+    (``4:memory:/a/b``, mounted at ``/sys/fs/cgroup/memory``, or ``cpu,cpuacct``
+    together); v2's one line (``0::/a/b``) is the unified hierarchy, where
+    ``cpu.stat`` counts CPU time whatever controllers are enabled.
+    """
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return None
+    unified = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            for mount in (CGROUP_V1 / controllers, CGROUP_V1 / controller):
+                if mount.is_dir():
+                    return mount / path.lstrip("/")
+        if controllers == "":
+            unified = path
+    if unified is not None:
+        for root in (CGROUP_V1, CGROUP_V1 / "unified"):
+            if (root / "cgroup.controllers").exists() and (
+                    controller == "cpuacct" or controller in (root / "cgroup.controllers").read_text().split()):
+                return root / unified.lstrip("/")
+    return None
+
+
+def _child_of_own(controller: str, name: str) -> Path | None:
+    """A new cgroup for one sandbox under this process's own ``controller`` group (so that the grader's
+    group, and every group above it, counts and limits what the sandbox does); None where it cannot be made."""
+    parent = own_cgroup(controller)
+    if parent is None or not os.access(parent, os.W_OK):
+        return None
+    group = parent / f"pm-{name}"
+    if group in _MADE:  # cgroups v2: one hierarchy, so one group serves every controller
+        return group
+    try:
+        group.mkdir()
+    except OSError:
+        return None
+    _MADE.add(group)
+    return group
+
+
+_MADE: set[Path] = set()  # the groups made here (a sandbox's name is new each time: pm_course.sandbox's runtime)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    if text not in _SAID:
+        _SAID.add(text)
+        print(text, file=sys.stderr)
 
 
 def cgroups_available() -> bool:
-    return all(os.access(CGROUP_V1 / c, os.W_OK) for c in ("pids", "memory"))
+    return all(own_cgroup(c) is not None and os.access(own_cgroup(c), os.W_OK) for c in ("pids", "memory"))
 
 
 def make_cgroup(name: str) -> list[Path]:
-    """A pids and a memory cgroup (v1) for one sandbox; [] where they cannot be made."""
+    """A pids and a memory cgroup for one sandbox, children of the grader's own; [] where they cannot be made."""
     if not cgroups_available():
         return []
     made = []
-    try:
-        for controller, limit_file, value in (("pids", "pids.max", max_procs()),
-                                              ("memory", "memory.limit_in_bytes", 2 * limits()[0])):
-            group = CGROUP_V1 / controller / name
-            group.mkdir()
-            made.append(group)
-            (group / limit_file).write_text(str(value))
-    except OSError:
-        remove_cgroup(made)
-        return []
+    for controller, limit_file, value in (("pids", "pids.max", max_procs()),
+                                          ("memory", "memory.limit_in_bytes", 2 * limits()[0])):
+        group = _child_of_own(controller, name)
+        if group is None:
+            _say_once(f"sandbox: no {controller} cgroup could be made under the grader's own ({own_cgroup(controller)}):"
+                      f" its cap is missing")
+            continue
+        made.append(group)
+        try:
+            target = group / limit_file
+            if not target.exists() and controller == "memory":
+                target = group / "memory.max"  # v2
+            target.write_text(str(value))
+        except OSError:
+            pass
     return made
 
 
 def make_cpu_cgroup(name: str) -> list[Path]:
-    """A cgroup that counts one sandbox's CPU time (cgroups v1 ``cpuacct``, else v2); [] where none can be made.
+    """A cgroup that counts one sandbox's CPU time, a child of the grader's own (v1 ``cpuacct``, else v2);
+    [] where none can be made there.
 
-    Cell time limits count its CPU seconds (:mod:`pm_course.limits`); without it they
-    count those of the kernel's process tree.
+    Cell time limits count its CPU seconds (:mod:`pm_course.limits`); without it they count those of the
+    kernel's process tree, and this is said once. Never a group elsewhere: a kernel outside the grader's
+    group would leave its accounting and its quotas (a systemd slice's, a container's, a batch job's).
     """
-    for parent in (CGROUP_V1 / "cpuacct", CGROUP_V1 / "cpu,cpuacct", CGROUP_V1, CGROUP_V1 / "unified"):
-        v2 = (parent / "cgroup.controllers").exists()
-        if not (v2 or (parent / "cpuacct.usage").exists()) or not os.access(parent, os.W_OK):
-            continue
-        group = parent / f"pm-{name}" if v2 else parent / name
-        try:
-            group.mkdir()
-        except OSError:
-            continue
-        return [group]
-    return []
+    group = _child_of_own("cpuacct", name)
+    if group is None or not ((group / "cpuacct.usage").exists() or (group / "cpu.stat").exists()):
+        if group is not None:
+            remove_cgroup([group])
+        _say_once(f"sandbox: no CPU-accounting cgroup could be made under the grader's own"
+                  f" ({own_cgroup('cpuacct')}): cell time limits count the kernel's process tree instead")
+        return []
+    return [group]
 
 
 def remove_cgroup(groups: list[Path], wait: float = 5.0) -> None:
@@ -157,6 +224,7 @@ def remove_cgroup(groups: list[Path], wait: float = 5.0) -> None:
     up to 0.1 s (a fixed 0.1 s cost one notebook in five a tenth of a second).
     """
     for group in groups:
+        _MADE.discard(group)
         deadline, pause = time.monotonic() + wait, 0.001
         while True:
             try:

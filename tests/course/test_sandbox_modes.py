@@ -99,6 +99,9 @@ def test_unconfined_grades_exactly_as_the_sandbox(tmp_path):
         if mode == "unconfined":
             # loud: on stderr, and in the summary (its first line and its last)
             assert banner in proc.stderr and UID_MAP in proc.stderr, proc.stderr
+            # and plainly: none of the sandbox's boundary holds (files, tokens' files, the network)
+            assert "it can read and change your files (your LMS token's file among them)" in proc.stderr
+            assert "reach the network" in proc.stderr, proc.stderr
             lines = proc.stdout.strip().splitlines()
             assert lines[0].startswith(banner) and lines[-1].startswith(banner), proc.stdout
         else:
