@@ -68,16 +68,25 @@ SAFE_ATTRIBUTES = {"*": ["class", "title", "id", "lang", "dir", "display", "xmln
 # a script's or a style sheet's whole element: bleach strips the tags but keeps what is between them as text
 # (an interactive figure's player would show its JavaScript and CSS on the page, which the CSP blocks anyway)
 CODE_ELEMENTS = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+# a player's controls (buttons, their labels) do nothing on an inert page: their glyphs would be stray text
+CONTROLS = re.compile(r"<(button|select|label|textarea)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+# an image whose picture a script was to set: nothing to show (its alt text would describe a missing figure)
+EMPTY_IMAGE = re.compile(r"<img\b(?![^>]*\bsrc=)[^>]*>", re.I)
 # ids made at random for each run (matplotlib's animation player: "_anim_img" and a uuid's 32 hex digits)
 RANDOM_ID = re.compile(r'\bid="([A-Za-z_-]*?)[0-9a-f]{32}"')
 
 
 def sanitize(fragment: str) -> str:
     """Student HTML made inert with bleach (nbconvert's own sanitiser): no script or style sheet (with what
-    they hold), no event handler, no ``javascript:`` link; text, tables, images (``data:`` URLs) and MathML kept."""
+    they hold), no control (a button, its label), no image a script was to fill, no event handler, no
+    ``javascript:`` link; text, tables, images (``data:`` URLs) and MathML kept.
+
+    >>> sanitize('<div><button onclick="f()">▶</button><img id="a"><script>var x;</script><p>kept</p></div>')
+    '<div><p>kept</p></div>'
+    """
     import bleach
 
-    fragment = CODE_ELEMENTS.sub("", fragment)
+    fragment = EMPTY_IMAGE.sub("", CONTROLS.sub("", CODE_ELEMENTS.sub("", fragment)))
     return bleach.clean(fragment, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
                         protocols=["http", "https", "mailto", "data"], strip=True, strip_comments=True)
 
