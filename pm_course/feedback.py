@@ -70,6 +70,8 @@ SAFE_ATTRIBUTES = {"*": ["class", "title", "id", "lang", "dir", "display", "xmln
 CODE_ELEMENTS = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.S | re.I)
 # a player's controls (buttons, their labels) do nothing on an inert page: their glyphs would be stray text
 CONTROLS = re.compile(r"<(button|select|label|textarea)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+# what stands in for a player (matplotlib's animation), which needs a script the page does not run
+PLAYER_NOTE = "An interactive figure: it plays in the notebook, in Jupyter, not on this page."
 # an image whose picture a script was to set: nothing to show (its alt text would describe a missing figure)
 EMPTY_IMAGE = re.compile(r"<img\b(?![^>]*\bsrc=)[^>]*>", re.I)
 # ids made at random for each run (matplotlib's animation player: "_anim_img" and a uuid's 32 hex digits)
@@ -87,6 +89,7 @@ def sanitize(fragment: str) -> str:
     import bleach
 
     fragment = EMPTY_IMAGE.sub("", CONTROLS.sub("", CODE_ELEMENTS.sub("", fragment)))
+    fragment = fragment.replace('<div class="animation">', f'<div class="animation"><p><em>{PLAYER_NOTE}</em></p>')
     return bleach.clean(fragment, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES,
                         protocols=["http", "https", "mailto", "data"], strip=True, strip_comments=True)
 
