@@ -74,6 +74,11 @@ class Assignment:
         found = re.search(r"\((\d+)\)\s*$", self.canvas or "")
         return int(found.group(1)) if found else None
 
+    @property
+    def canvas_name(self) -> str:
+        """The Canvas assignment's name: its gradebook column without the id ("HW 3 (502)" -> "HW 3")."""
+        return re.sub(r"\s*\(\d+\)\s*$", "", self.canvas or "").strip()
+
 
 @dataclass
 class Server:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 import tempfile
 import time
@@ -164,6 +163,9 @@ class Canvas:
     def title(self) -> str:
         """The LMS assignment's name, as its gradebook shows it."""
         return str(getattr(self.assignment, "name", "") or "")
+
+    def map_students(self, entries) -> None:
+        """Nothing to map: a Canvas download names each student by user id, which the API uses too."""
 
     def posting(self) -> str:
         if getattr(self.assignment, "post_manually", False):
@@ -441,8 +443,7 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
         raise CourseError(f"nothing of {assignment} was collected from {NAMES[kind]}: pm-course collect --from {kind}"
                           f" ZIP --assignment {assignment}, then pm-course grade, before pushing")
     rows = fresh(rows, force, "push")
-    if hasattr(lms, "map_students"):
-        lms.map_students(rows)
+    lms.map_students(rows)
     lms_late = lms.late_policy()
     if lms_late and late.percent:
         raise CourseError(f"two late policies would apply to {assignment}: {NAMES[kind]}'s Late Policy deducts"
@@ -526,7 +527,7 @@ def _target(kind: str, assignment: str, lms, theirs: float | None, config: Cours
     target = (f'{NAMES[kind]} assignment "{title}" (id {lms.assignment_id if kind == "canvas" else lms.id},'
               f' {"no points set" if theirs is None else f"out of {theirs:g} points"})')
     if kind == "canvas":
-        expected = re.sub(r"\s*\(\d+\)\s*$", "", settings.canvas or "").strip()
+        expected = settings.canvas_name
         key = f'canvas = "{settings.canvas}"'
     else:
         expected, key = (settings.moodle or "").strip(), f'moodle = "{settings.moodle}"'
