@@ -39,7 +39,7 @@ def install_cell(url: str) -> str:
         return (f"{MARK} (on Colab or Binder it is not installed yet):\n"
                 "# pip installs it from the book's repository.\n"
                 "try:\n"
-                "    import attnlib\n"
+                "    import attnlib  # noqa: F401\n"
                 "except ImportError:\n"
                 "    get_ipython().run_line_magic(\n"
                 '        "pip",\n'
@@ -48,7 +48,7 @@ def install_cell(url: str) -> str:
     return (f"{MARK}: installed by `make install` in a copy of the book's\n"
             "# repository (the book names no public address to install it from).\n"
             "try:\n"
-            "    import attnlib\n"
+            "    import attnlib  # noqa: F401\n"
             "except ImportError:\n"
             "    raise ImportError(\n"
             '        "attnlib is not installed in this kernel: in your copy of the"\n'

@@ -45,7 +45,7 @@ def test_cells_stand_alone(name: str) -> list[str]:
             found |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
             found |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
                       if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-            found |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in n.args.args}
+            found |= {a.arg for n in ast.walk(tree) if isinstance(n, (ast.Lambda, ast.FunctionDef)) for a in n.args.args}
             found |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.name}
         return found
 

@@ -29,7 +29,7 @@ from . import assignments as assignments_mod
 from . import fingerprints, hidden, lms, pages, reviews
 from . import submissions as submissions_mod
 from . import grades as grades_mod
-from .grades import COLUMNS, GRADES, read_grades, write_grades  # grades.csv, kept in its own module
+from .grades import GRADES, read_grades, write_grades  # grades.csv, kept in its own module
 from .state import write_text
 from .course import (COURSE, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
                      worker_start)

@@ -311,7 +311,7 @@ def diagnose(error: str) -> list[str]:
             " lets only programs with a profile that allows it make user namespaces. Give bwrap one: save\n\n"
             + "\n".join("        " + line if line else "" for line in
                         APPARMOR_PROFILE.format(bwrap=bwrap).splitlines())
-            + f"\n\n    as /etc/apparmor.d/bwrap and load it: sudo apparmor_parser -r /etc/apparmor.d/bwrap."
+            + "\n\n    as /etc/apparmor.d/bwrap and load it: sudo apparmor_parser -r /etc/apparmor.d/bwrap."
             " Or lift the restriction for every program (a hardening Ubuntu chose): sudo sysctl -w"
             " kernel.apparmor_restrict_unprivileged_userns=0 (and the same line, without sysctl -w, in"
             " /etc/sysctl.d/60-userns.conf to keep it after a reboot).")

@@ -13,7 +13,7 @@ def small_model(smear=True, n_layers=3, seed=0):
     d, vocab, n_ctx, h = 12, 9, 8, 3
     layers = [random_weights(d, h, seed=seed + l) for l in range(n_layers)]
     s = [rng.uniform(0.3, 1.0, h) for _ in range(n_layers)] if smear else None
-    return Model(rng.standard_normal((vocab, d)), rng.standard_normal((8, d)) * 0.5,
+    return Model(rng.standard_normal((vocab, d)), rng.standard_normal((n_ctx, d)) * 0.5,
                  rng.standard_normal((d, vocab)), layers, {}, smear=s)
 
 

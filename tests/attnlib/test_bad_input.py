@@ -225,7 +225,6 @@ def _check_row(thunk, expect):
 
 def test_the_table_is_large_and_covers_every_public_function():
     assert len(ROWS) >= 30
-    covered = " ".join(ROWS)
     public = [*attnlib.__all__, *FORMS, "full_ov_circuit", "full_qk_circuit", "copying_score",
               "composition_score", "composition_baseline", "cost.parameters", "cost.flops", "cost.decode_cost"]
     missing = [name for name in public if name != "PerHead" and

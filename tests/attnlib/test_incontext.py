@@ -4,7 +4,7 @@ import pytest
 
 import attnlib
 from attnlib import incontext
-from attnlib.model import Model, load
+from attnlib.model import Model
 from attnlib.tokenizer import BPE
 
 from test_model import loop_forward

@@ -15,7 +15,6 @@ and every run gives byte-identical scores and reasons.
 import os
 import random
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 

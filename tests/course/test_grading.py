@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import browser
+import pm
+from pm_course import assignments as course_mod
+from pm_course import course, submissions
 
 ROOT = Path(__file__).resolve().parents[2]
-from pm_course import assignments as course_mod  # noqa: E402
-from pm_course import course, submissions  # noqa: E402
-import pm
 
 NAME, NOTEBOOK, POINTS = "03_subspace", "subspace.ipynb", 3
 

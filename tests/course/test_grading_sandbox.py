@@ -22,12 +22,12 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
+import pm
+from pm_course import sandbox
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME, POINTS = "03_subspace", 3
 TOKEN = uuid.uuid4().hex[:12]  # marks every file and process the attacks try to leave behind
-
-from pm_course import sandbox  # noqa: E402
-import pm
 
 pytestmark = pytest.mark.skipif(not sandbox.works() and os.environ.get("CI") != "true",
                                 reason="bubblewrap is not installed or cannot make namespaces here (make sandbox)")

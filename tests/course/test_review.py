@@ -360,7 +360,7 @@ def test_an_apply_stopped_by_a_closed_pipe_leaves_the_gradebook_grades_and_pages
     proc = subprocess.run(f"{shlex.quote(sys.executable)} -m pm_course review {NAME} --apply {shlex.quote(str(path))}"
                           " | head -c 1", shell=True, env=env, capture_output=True, text=True, timeout=900)
     assert proc.stdout == "R", proc.stdout  # "Recorded ...": head took one byte and closed the pipe
-    assert f"pm-course review stopped: its output was closed (a closed pipe)" in proc.stderr, proc.stderr
+    assert "pm-course review stopped: its output was closed (a closed pipe)" in proc.stderr, proc.stderr
     packed = run(env, "feedback", "-o", tmp_path / "packed")
     assert packed.returncode == 0, packed.stdout + packed.stderr
     assert {s: r["score"] for s, r in grades(course).items()} == {"nunezjose_101": "4.5", "obrienzoe_102": "4.5"}
