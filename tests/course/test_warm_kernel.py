@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+import needs
 from pm_course import sandbox
 
-pytestmark = pytest.mark.skipif(not sandbox.works(), reason="bubblewrap cannot make its namespaces here")
+if not sandbox.works():
+    needs.skip("bubblewrap cannot make its namespaces here (make sandbox)")
 
 PLANT = """
 import os, sys, types, attnlib, numpy
