@@ -12,7 +12,10 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# the checkout pm_course runs from (its exercises/ beside it); a pm-course installed elsewhere (pip install
+# '.[course]') works on the course in the folder it is run from
+_CHECKOUT = Path(__file__).resolve().parent.parent
+ROOT = _CHECKOUT if (_CHECKOUT / "exercises").is_dir() else Path.cwd()
 COURSE = Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
 BIN = Path(sys.executable).parent
 
@@ -32,7 +35,7 @@ def assignment_names() -> list[str]:
     >>> assignment_names()[0]
     '01_copying'
     """
-    return sorted(p.name for p in exercises_dir().iterdir()
+    return sorted(p.name for p in exercises_dir().glob("*")
                   if p.is_dir() and any(p.glob("*.ipynb")))
 
 
