@@ -104,6 +104,7 @@ def test_an_ablation_started_from_the_clean_trace_is_the_same_bit_for_bit(name):
             model.trace(tokens, ablate=heads[:1], clean=other)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_cards_metrics_are_what_the_shipped_weights_give(name):
     model = load(name)
@@ -124,6 +125,7 @@ def test_the_cards_metrics_are_what_the_shipped_weights_give(name):
     same(card["metrics"], again, name)
 
 
+@pytest.mark.slow
 def test_the_induction_model_does_what_the_book_says():
     m = load("induction").card["metrics"]
     model = load("induction")
@@ -251,6 +253,7 @@ def test_forward_equals_the_training_scripts_forward(name):
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
 
 
+@pytest.mark.slow
 def test_a_short_training_run_reproduces_its_committed_checksum():
     torch = _torch()
     names = NAMES

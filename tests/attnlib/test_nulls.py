@@ -22,6 +22,7 @@ def test_the_composition_null_is_the_baselines_sample(kind):
     assert np.quantile(null, 0.95) > null.mean() > 0
 
 
+@pytest.mark.slow
 def test_the_copying_null_is_random_heads_read_through_the_models_embeddings():
     model = load("plays_1l")
     null = copying_null(model, n=300, seed=0)

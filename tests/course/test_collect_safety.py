@@ -14,6 +14,8 @@ import pytest
 from conftest import MARCH, LATER, _zip, blank, canvas_gradebook, canvas_zips, moodle_worksheet, solved
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 
 def run(course, exercises, *args):
     env = dict(os.environ, PM_COURSE_DIR=str(course), PM_EXERCISES=str(exercises))

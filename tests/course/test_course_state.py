@@ -27,6 +27,8 @@ import pytest
 from conftest import ROOT, _zip, blank, solved
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 A = "03_subspace"
 GRADEBOOK = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", f"{A} (502)", "Current Score"]
 ROSTER = [("Núñez, José", "101"), ("O'Brien, Zoë", "102"), ("Smith, Ann Marie", "103")]
@@ -451,6 +453,7 @@ def attacking(name):
     return nbformat.writes(nb).encode()
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(__import__("browser").missing() is not None, reason="no headless Chromium here")
 def test_a_students_script_is_inert_in_the_feedback_page(canvas, tmp_path):
     import browser

@@ -25,6 +25,8 @@ from wrong_answers import ALTERNATIVES, WRONG
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[2]
 from pm_course import isolate  # noqa: E402
+
+pytestmark = pytest.mark.grading  # grades each wrong answer and alternative (687 cases): not in make check
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
 REGION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
 

@@ -19,6 +19,8 @@ import pytest
 from conftest import ROOT, _zip, blank, moodle_worksheet, moodle_zip, solved
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "02_averaging (4402)",
            "Exercise 3: Subspace (4403)", "Current Score", "Final Score"]
 ROSTER = [("Núñez, José", "101", "S101", "jnunez", "Section A"),

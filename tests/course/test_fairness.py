@@ -33,6 +33,8 @@ import pytest
 from test_exercises import ROOT, graded_cells, isolate, notebook, run_cell, solution_cell, with_wrong_answer
 from wrong_answers import ALTERNATIVES, WRONG
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir()
                      # PM_FAIRNESS_ONLY=01,08 grades a class on those exercises only
                      and any(p.name.startswith(k) for k in os.environ.get("PM_FAIRNESS_ONLY", p.name).split(",")))

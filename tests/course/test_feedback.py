@@ -27,6 +27,8 @@ from bs4 import BeautifulSoup
 from conftest import MARCH, LATER, _zip, canvas_gradebook, source
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 NAME, NOTEBOOK = "03_subspace", "subspace.ipynb"
 SOLVED = "    U = np.asarray(U, dtype=float)\n    return U @ np.linalg.solve(U.T @ U, U.T)\n"
 PRINTS = '    print("extract_projector was given U of shape", np.shape(U))\n' + SOLVED
@@ -136,6 +138,7 @@ def test_long_output_is_kept_to_the_documented_limit_and_no_output_block_is_empt
             assert area.get_text(strip=True) or area.find(["img", "math", "svg"]), (uid, str(area)[:300])
 
 
+@pytest.mark.browser
 @browser.required("the feedback page's MathML test", browser.missing())
 def test_a_page_opened_alone_offline_without_scripts_shows_its_maths(packed, tmp_path):
     """The page alone in a folder, the network off and scripts off (an LMS preview): the maths is

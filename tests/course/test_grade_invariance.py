@@ -24,6 +24,8 @@ import pytest
 from limits_class import (CRASH, NAME, NOTEBOOK, PRINTS, RECURSION, RIGHT_COPY, SWALLOWS_INPUT, busy,  # noqa: E402
                           notebook, pm_course, scores, slow)
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 ENV = {"PM_GRADE_CELL_CPU": "2"}  # stopped cells cost 2 CPU seconds each, not 10
 WHEN = (2025, 3, 1, 12, 0, 0)
 

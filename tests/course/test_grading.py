@@ -14,6 +14,8 @@ import pm
 from pm_course import assignments as course_mod
 from pm_course import course, submissions
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 ROOT = Path(__file__).resolve().parents[2]
 
 NAME, NOTEBOOK, POINTS = "03_subspace", "subspace.ipynb", 3
@@ -235,6 +237,7 @@ def test_feedback_pages_load_nothing_and_carry_their_maths_as_mathml(graded):
     assert page.count("<math") > 10 and "tex-svg.js" not in page
 
 
+@pytest.mark.browser
 @browser.required("the feedback's browser test", browser.missing())
 def test_feedback_pages_show_their_maths_offline_without_scripts(graded, tmp_path):
     """In headless Chromium with the network and scripts off, a feedback page's maths is laid out

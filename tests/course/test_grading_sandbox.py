@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME, POINTS = "03_subspace", 3
 TOKEN = uuid.uuid4().hex[:12]  # marks every file and process the attacks try to leave behind
 
-pytestmark = pytest.mark.skipif(not sandbox.works() and os.environ.get("CI") != "true",
-                                reason="bubblewrap is not installed or cannot make namespaces here (make sandbox)")
+pytestmark = [pytest.mark.grading,
+              pytest.mark.skipif(not sandbox.works() and os.environ.get("CI") != "true",
+                                 reason="bubblewrap is not installed or cannot make namespaces here (make sandbox)")]
 
 
 def attacks(course: Path, port: int) -> dict[str, str]:

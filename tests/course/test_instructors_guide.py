@@ -27,6 +27,8 @@ import pytest
 from conftest import canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip, read_csv
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "guides" / "instructors.md"
 

@@ -19,6 +19,8 @@ from limits_class import (CRASH, NAME, NOTEBOOK, RECURSION, SWALLOWS_INPUT,  # n
 
 from pm_course import limits  # noqa: E402
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 FULL = "graded,\"lost points: why-distribution not reviewed yet, why-copy not reviewed yet\",8,12"
 
 

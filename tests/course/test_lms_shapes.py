@@ -16,6 +16,8 @@ import pytest
 from conftest import MARCH, _zip, blank, solved
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 NAME, NOTEBOOK = "03_subspace", "subspace.ipynb"
 SCALE = ["Not yet competent", "Competent", "Excellent"]
 MOODLE_SCALE_COLUMNS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Scale",

@@ -15,6 +15,8 @@ from conftest import (CANVAS_COLUMNS, MOODLE_COLUMNS, canvas_gradebook, canvas_z
                       read_csv)
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 
 def run(env, *args, timeout=900):
     return pm.run([sys.executable, "-m", "pm_course", *map(str, args)], env=env, capture_output=True,
@@ -104,6 +106,7 @@ def test_feedback_is_packed_as_each_lms_takes_it(term):
         assert "<math" in html and "<script src" not in html
 
 
+@pytest.mark.browser
 @browser.required("the packed feedback's browser test", browser.missing())
 def test_packed_feedback_shows_its_maths_offline(term, tmp_path):
     """Where a student opens them: a page from each zip, alone, offline, scripts off (an LMS preview)."""

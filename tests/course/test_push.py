@@ -15,6 +15,8 @@ from conftest import MOODLE_ROSTER, canvas_gradebook, canvas_zips, moodle_worksh
 from lms_server import FakeLMS
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 pytest.importorskip("canvasapi")
 TOKEN = "secret-token-123"
 

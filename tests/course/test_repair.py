@@ -17,6 +17,8 @@ from pm_course import repair
 from pm_course.grade import _why
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 
 def cells(nb):
     return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]

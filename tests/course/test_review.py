@@ -26,6 +26,8 @@ import pytest
 from conftest import ROOT, MARCH, LATER, _zip, read_csv, solved
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 NAME, NOTEBOOK, CELL = "02_averaging", "averaging.ipynb", "why-average"
 ZOE_FIRST = "The denominator is 2e^beta + n - 2, so alpha_a = e^beta/(2e^beta + n - 2), which tends to 1/2."
 # starts as a spreadsheet formula would: the sheet must not hand it to Excel as one

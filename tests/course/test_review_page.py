@@ -27,6 +27,8 @@ import pytest
 from conftest import MARCH, ROOT, _zip, solved
 import pm
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 NAME, NOTEBOOK, CELL = "02_averaging", "averaging.ipynb", "why-average"
 # a 1x1 PNG, as JupyterLab stores a pasted picture
 PNG = base64.b64encode(bytes.fromhex(

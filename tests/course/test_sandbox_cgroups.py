@@ -19,10 +19,10 @@ from pm_course import sandbox
 
 BURN = 3.0  # CPU seconds the student's cell burns
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.grading, pytest.mark.skipif(
     not sandbox.works() or os.geteuid() != 0 or sandbox.own_cgroup("cpuacct") is None
     or not os.access(sandbox.own_cgroup("cpuacct"), os.W_OK),
-    reason="needs bubblewrap and cgroups this user may make (root)")
+    reason="needs bubblewrap and cgroups this user may make (root)")]
 
 GRADER = textwrap.dedent(f"""
     import asyncio, resource

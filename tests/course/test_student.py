@@ -12,6 +12,8 @@ from pm_course import student  # noqa: E402
 
 SOURCES = student.sources()
 
+pytestmark = pytest.mark.slow  # writes the learners' copies with make exercises: not in make check
+
 
 def test_every_assignment_has_a_source():
     assert len(SOURCES) >= 5 and all(secret_lines(s) for s in SOURCES), SOURCES

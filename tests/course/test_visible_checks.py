@@ -18,6 +18,8 @@ from test_exercises import (ASSIGNMENTS, graded_cells, grade_id, hidden_span, is
                             solution_cell, solved_namespace, with_wrong_answer)
 from wrong_answers import WRONG
 
+pytestmark = pytest.mark.slow  # every test cell's visible part against each wrong answer: not in make check
+
 
 def visible_source(name, test_id):
     test = next(c.source for c in notebook(name).cells if grade_id(c) == test_id)

@@ -21,6 +21,8 @@ from pm_course import sandbox
 if not sandbox.works():
     needs.skip("bubblewrap cannot make its namespaces here (make sandbox)")
 
+pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
+
 PLANT = """
 import os, sys, types, attnlib, numpy
 SECRET = "ada's answer"

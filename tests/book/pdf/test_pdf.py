@@ -20,6 +20,8 @@ SITE = ROOT / "_build" / "html"
 COURSE_PDF = ROOT / "course" / "book" / "_build" / "pdf" / "patterns-and-messages-course.pdf"
 MAX_OVERFULL_PT = 5.0
 
+pytestmark = pytest.mark.book
+
 
 def _need(path, how):
     if not path.exists():

@@ -40,7 +40,7 @@ def _missing():
     return browser_mod.missing()
 
 
-pytestmark = browser_mod.required("the accessibility test", _missing())
+pytestmark = [pytest.mark.browser, pytest.mark.book, browser_mod.required("the accessibility test", _missing())]
 
 
 def _pages(site: Path) -> list[str]:

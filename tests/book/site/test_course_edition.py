@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[3]
 COURSE_SITE = Path(os.environ.get("PM_COURSE_SITE", ROOT / "course" / "book" / "_build" / "html"))
 EXERCISES = sorted(p for p in (ROOT / "exercises").iterdir() if p.is_dir())
 
-pytestmark = pytest.mark.skipif(not COURSE_SITE.joinpath("index.html").exists() and os.environ.get("CI") != "true",
-                                reason=f"no course edition at {COURSE_SITE}: pm-course book builds it")
+pytestmark = [pytest.mark.book,
+              pytest.mark.skipif(not COURSE_SITE.joinpath("index.html").exists() and os.environ.get("CI") != "true",
+                                 reason=f"no course edition at {COURSE_SITE}: pm-course book builds it")]
 
 
 def test_the_course_edition_carries_no_solution_line():

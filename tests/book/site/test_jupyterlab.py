@@ -34,7 +34,7 @@ NOTEBOOK = ROOT / "exercises" / "01_copying" / "copying.ipynb"
 MODES = ("student", "instructor")
 
 
-pytestmark = browser_mod.required("the JupyterLab browser test", browser_mod.missing())
+pytestmark = [pytest.mark.browser, browser_mod.required("the JupyterLab browser test", browser_mod.missing())]
 
 
 def _free_port():

@@ -13,6 +13,8 @@ except under CI=true.
 import os
 from pathlib import Path
 
+import pytest
+
 import browser as browser_mod
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,6 +28,7 @@ def _missing():
     return browser_mod.missing()
 
 
+pytestmark = [pytest.mark.browser, pytest.mark.book]
 needs_browser = browser_mod.required("the sideways-scrolling check", browser_mod.missing())
 needs_site = browser_mod.required("the sideways-scrolling test", _missing())
 

@@ -34,8 +34,9 @@ NOTEBOOKS = sorted(str(p.relative_to(ROOT)) for pattern in ("chapters/*.ipynb", 
 SKIPPED = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
            "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg", "application/pdf"}
 
-pytestmark = pytest.mark.skipif(not EXECUTED.is_dir() and os.environ.get("CI") != "true",
-                                reason=f"no executed notebooks at {EXECUTED}: run `make book` first")
+pytestmark = [pytest.mark.book,
+              pytest.mark.skipif(not EXECUTED.is_dir() and os.environ.get("CI") != "true",
+                                 reason=f"no executed notebooks at {EXECUTED}: run `make book` first")]
 
 
 def sanitize(value):

@@ -23,7 +23,7 @@ def _missing():
     return browser_mod.missing()
 
 
-pytestmark = browser_mod.required("the browser test", _missing())
+pytestmark = [pytest.mark.browser, pytest.mark.book, browser_mod.required("the browser test", _missing())]
 
 PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
                if not p.relative_to(SITE).parts[0].startswith("_")) if SITE.exists() else []
