@@ -115,20 +115,14 @@ def gradients(model: Model, tokens, direction) -> Gradients:
     asked("attnlib.backward.gradients")  # an exercise asks for it: withheld while one is judged
     tokens = model._tokens(tokens)
     direction = check_direction(model, tokens, direction)
-    tr = model.trace(tokens)
+    tr = model.run(tokens)  # the forward side
     g = direction @ model.W_U.T  # (..., T, d_model): the final stream
     stream = [g]
     queries, keys, values, weights, inputs = [], [], [], [], []
     for l in reversed(range(model.n_layers)):
         w = model.layers[l]
         W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
-        x = tr.residual[l]  # (..., T, d_model): what layer l read
-        Q = x[..., None, :, :] @ W_Q  # (..., n_heads, T, d_head)
-        K = x[..., None, :, :] @ W_K
-        V = x[..., None, :, :] @ W_V
-        if model.smear is not None:
-            s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
-            K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
+        Q, K, V = (tr.cache.values[(l, c)] for c in "qkv")  # (..., n_heads, T, d_head): the keys as compared
         A = tr.attention_weights[l]  # (..., n_heads, T, T)
         gz = g[..., None, :, :] @ np.swapaxes(W_O, -1, -2)  # (..., n_heads, T, d_head)
         gA = gz @ np.swapaxes(V, -1, -2)  # (..., n_heads, T, T)

@@ -39,7 +39,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ._checks import as_float_array, check_finite
-from .attention import attention_weights
+from . import sites
+from .normalize import causal_mask, softmax_
 from .tokenizer import BPE
 from .weights import Weights, check_weights
 
@@ -48,7 +49,9 @@ MODELS = Path(__file__).resolve().parent / "models"
 
 
 class Trace(NamedTuple):
-    """Everything one forward pass computed (TransformerLens's cache, in numpy).
+    """Everything one forward pass computed (:meth:`Model.run`).
+
+    The fields are the values the book reads most; ``cache`` has every site.
 
     Leading batch axes ``...`` are those of the tokens.
     """
@@ -58,6 +61,7 @@ class Trace(NamedTuple):
     writes: list  #: per layer, (..., n_heads, T, d_model): each head's term of the sum
     residual: np.ndarray  #: (n_layers + 1, ..., T, d_model): the stream before layer 0, after each layer
     logits: np.ndarray  #: (..., T, vocab)
+    cache: sites.Cache | None = None  #: every site's value, by site (:mod:`attnlib.sites`)
 
     @property
     def patterns(self) -> list:
@@ -316,15 +320,131 @@ class Model:
                                  f" ({self.n_layers} layers of {[w.n_heads for w in self.layers]} heads)")
         return pairs
 
+    def run(self, tokens, edits=None, cache: bool = True, start_at_layer: int = 0,
+            start_from: Trace | None = None) -> Trace:
+        """Run the model, applying ``edits`` where their sites are computed: the one forward pass.
+
+        Every other way of running the model (:meth:`trace`, ablation, path
+        cuts, patching, the gradients' forward side) is this with edits.
+
+        Parameters
+        ----------
+        tokens : (..., T) array_like of int
+            Token ids in ``0 .. vocab - 1``, ``T <= n_ctx``; leading axes are a batch.
+        edits : dict or list of (site, edit), optional
+            Sites (:mod:`attnlib.sites`: ``"embed"``, ``(layer, head, "q")``,
+            ``(layer, head, "weights")``, ``(layer, head)``, ...) and what to
+            do there: a function ``edit(site, value, cache) -> value`` or an
+            array to put in. A head's site gets that head's slice.
+        cache : bool
+            Keep every site's value in ``Trace.cache`` (else only the logits are kept).
+        start_at_layer, start_from : int, Trace
+            Read the layers before ``start_at_layer`` from ``start_from``, a
+            cached run of the same tokens, instead of computing them again
+            (TransformerLens's ``start_at_layer``); edits of those layers are refused.
+
+        Returns
+        -------
+        Trace
+
+        Examples
+        --------
+        >>> m = load("induction")
+        >>> toks = [50, 1, 2, 3, 1, 2]
+        >>> tr = m.run(toks)
+        >>> tr.cache[1, 0, "weights"].shape, tr.cache[0, 2].shape     # a head's attention weights, its write
+        ((6, 6), (6, 64))
+        >>> look_back = np.tril(np.ones((6, 6)), -1) - np.tril(np.ones((6, 6)), -2); look_back[0, 0] = 1
+        >>> edited = m.run(toks, {(0, 2, "weights"): look_back})      # L0H2 made a previous-token head
+        >>> bool(np.array_equal(edited.cache[0, 2, "weights"], look_back))
+        True
+        """
+        tokens = self._tokens(tokens)
+        edits = sites.normalise(edits, [w.n_heads for w in self.layers])
+        T = tokens.shape[-1]
+        c = sites.Cache([w.n_heads for w in self.layers], [w.d_head for w in self.layers])
+        v = c.values
+        by_head = {}  # (layer, name): [(head, edits)]; name "write" for (layer, head)
+        for site, fns in edits.items():
+            if not isinstance(site, str) and site[1] != "stream":
+                by_head.setdefault((site[0], site[2] if len(site) == 3 else "write"), []).append((site[1], fns))
+
+        def at(site, value):
+            for edit in edits.get(site, ()):
+                value = _edited(site, edit(site, value, c), value)
+            return value
+
+        def at_heads(layer, name, Y):  # Y: (..., n_heads, T, ...), every head's value
+            todo = by_head.get((layer, name))
+            if todo:
+                Y = Y.copy()
+                for i, fns in todo:
+                    site = (layer, i) if name == "write" else (layer, i, name)
+                    for edit in fns:
+                        Y[..., i, :, :] = _edited(site, edit(site, Y[..., i, :, :], c), Y[..., i, :, :])
+            v[(layer, name)] = Y
+            return Y
+
+        start = start_at_layer
+        if start_from is not None or start:
+            start = _start(self, tokens, start, start_from, edits)
+            v.update({k: a for k, a in start_from.cache.values.items() if k in sites.EMBEDDINGS or (
+                not isinstance(k, str) and (k[0] <= start if k[1] == "stream" else k[0] < start))})
+            c.reads.update({k: a for k, a in start_from.cache.reads.items() if k[0] < start})
+            x = v[(start, "stream")]
+        else:
+            v["tok"] = tok = at("tok", self.W_E[tokens])  # (..., T, d_model)
+            v["pos"] = pos = at("pos", self.W_pos[:T])  # (T, d_model)
+            v["embed"] = x = at("embed", tok + pos)  # (..., T, d_model)
+        future = ~causal_mask(T)  # (T, T): the keys after each query
+        for l in range(start, self.n_layers):
+            w, h, d = self.layers[l], self.layers[l].n_heads, self.layers[l].d_head
+            v[(l, "stream")] = x = at((l, "stream"), x)
+            QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
+            QKV = np.swapaxes(QKV.reshape(*QKV.shape[:-1], 3 * h, d), -3, -2)  # (..., 3 * n_heads, T, d_head)
+            for n, read in enumerate(sites.READS):  # a head whose read is edited: its q, k or v follows
+                for i, fns in by_head.get((l, read), ()):
+                    site, x_i = (l, i, read), x
+                    for edit in fns:
+                        x_i = _edited(site, edit(site, x_i, c), x_i)
+                    c.reads[site] = x_i
+                    if x_i is not x:
+                        QKV = QKV.copy() if QKV.base is not None else QKV
+                        W = w.per_head[n][i]  # (d_model, d_head)
+                        QKV[..., n * h + i, :, :] += (x_i - x) @ W  # what the edit changed, through W
+            Q = at_heads(l, "q", QKV[..., :h, :, :])  # (..., n_heads, T, d_head)
+            K = at_heads(l, "k_raw", QKV[..., h:2 * h, :, :])
+            if self.smear is not None:  # each key mixed with the one before it
+                K = sites.smear(K, self.smear[l])
+            K = at_heads(l, "k", K)
+            V = at_heads(l, "v", QKV[..., 2 * h:, :, :])
+            S = sites.attention_scores(Q, K, d)  # (..., n_heads, T, T)
+            S[..., future] = -np.inf
+            if (l, "scores") in by_head:  # (else the cache recomputes them when they are read)
+                S = at_heads(l, "scores", S).copy()  # the softmax below works in place
+                S[..., future] = -np.inf  # a head never sees the future, whatever the edit
+            A = at_heads(l, "weights", softmax_(S))  # (..., n_heads, T, T): the softmax, in place
+            out = at_heads(l, "write", (A @ V) @ w.per_head.W_O)  # (..., n_heads, T, d_model): each head's term
+            x = x + out.sum(axis=-3)
+        v[(self.n_layers, "stream")] = x = at((self.n_layers, "stream"), x)
+        v["logits"] = logits = at("logits", x @ self.W_U)  # (..., T, vocab)
+        if not cache:
+            return Trace(None, [], [], None, logits)
+        return Trace(v["embed"], [v[(l, "weights")] for l in range(self.n_layers)],
+                     [v[(l, "write")] for l in range(self.n_layers)],
+                     np.stack([v[(l, "stream")] for l in range(self.n_layers + 1)]), logits, c)
+
     def trace(self, tokens, ablate=(), clean: Trace | None = None) -> Trace:
         """Run the model and keep every intermediate: attention weights, each head's write, the stream.
+
+        :meth:`run` with the ablated heads' writes zeroed.
 
         Parameters
         ----------
         tokens : (..., T) array_like of int
             Token ids in ``0 .. vocab - 1``, ``T <= n_ctx``; leading axes are a batch.
         ablate : collection of (layer, head)
-            Heads whose term is dropped from the sum over heads.
+            Heads whose term is dropped from the sum over heads (their writes are zero in the trace).
         clean : Trace, optional
             The trace of the same ``tokens`` with nothing ablated: the layers up to
             the first one with an ablated head are read from it, not computed again
@@ -341,38 +461,14 @@ class Model:
         ...                     m.trace(toks, ablate=[(1, 0)]).logits))
         True
         """
-        tokens = self._tokens(tokens)
         dropped = self._ablation(ablate)
-        T = tokens.shape[-1]
-        x = self.W_E[tokens] + self.W_pos[:T]  # (..., T, d_model)
-        stream, weights, writes = [x], [], []
-        start = 0  # the first layer computed here
-        if clean is not None:
-            if not isinstance(clean, Trace) or not np.array_equal(clean.embedding, x):
-                raise ValueError("clean must be the Trace of these same tokens with nothing ablated")
-            start = min((l for l, _ in dropped), default=self.n_layers)
-            stream, weights, writes = list(clean.residual[:start + 1]), clean.attention_weights[:start], \
-                clean.writes[:start]
-            x = stream[-1]
-        for l in range(start, self.n_layers):
-            w, h, d = self.layers[l], self.layers[l].n_heads, self.layers[l].d_head
-            if clean is not None and l == start:  # its heads read the clean stream: only their sum changes
-                A, out = clean.attention_weights[l], clean.writes[l]
-            else:
-                QKV = x @ w.W_QKV  # (..., T, 3 * n_heads * d_head): one projection for all heads
-                QKV = np.swapaxes(QKV.reshape(*QKV.shape[:-1], 3 * h, d), -3, -2)  # (..., 3 * n_heads, T, d_head)
-                Q, K, V = QKV[..., :h, :, :], QKV[..., h:2 * h, :, :], QKV[..., 2 * h:, :, :]
-                if self.smear is not None:  # each key mixed with the one before it
-                    s = self.smear[l][:, None, None]  # (n_heads, 1, 1)
-                    K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-                A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
-                out = (A @ V) @ w.per_head.W_O  # (..., n_heads, T, d_model): each head's term
-            keep = np.array([(l, i) not in dropped for i in range(h)])
-            x = x + (out * keep[:, None, None]).sum(axis=-3)
-            weights.append(A)
-            writes.append(out)
-            stream.append(x)
-        return Trace(stream[0], weights, writes, np.stack(stream), x @ self.W_U)
+        edits = {p: sites.zero for p in sorted(dropped)}
+        if clean is None:
+            return self.run(tokens, edits)
+        if not isinstance(clean, Trace) or clean.cache is None:
+            raise ValueError("clean must be the Trace of these same tokens with nothing ablated")
+        return self.run(tokens, edits, start_at_layer=min((l for l, _ in dropped), default=self.n_layers),
+                        start_from=clean)
 
     def forward(self, tokens, ablate=(), clean: Trace | None = None) -> np.ndarray:
         """Logits for the next token at every position.
@@ -436,6 +532,34 @@ class Model:
         save(path.with_suffix(".npz"), **arrays)
         path.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n")
         return path.with_suffix(".npz")
+
+
+def _edited(site, new, old) -> np.ndarray:
+    """An edit's result, checked: the old value's shape and dtype."""
+    new = np.asarray(new)
+    if new.shape != old.shape:
+        try:
+            new = np.broadcast_to(new, old.shape)
+        except ValueError:
+            raise ValueError(f"the edit of {sites.site_name(site)} returned shape {new.shape}, expected"
+                             f" {old.shape}") from None
+    return new.astype(old.dtype, copy=False)
+
+
+def _start(model, tokens, start, start_from, edits) -> int:
+    """Check ``Model.run``'s ``start_at_layer`` and ``start_from``."""
+    if not isinstance(start_from, Trace) or start_from.cache is None:
+        raise ValueError("start_from must be a cached Trace of the same tokens (Model.run(tokens))")
+    if not isinstance(start, numbers.Integral) or not 0 <= start <= model.n_layers:
+        raise ValueError(f"start_at_layer must be a layer, 0 .. {model.n_layers}, got {start!r}")
+    if start_from.logits.shape[:-1] != tokens.shape or not np.array_equal(
+            start_from.embedding, model.W_E[tokens] + model.W_pos[:tokens.shape[-1]]):
+        raise ValueError("start_from must be the Trace of these same tokens")
+    early = [s for s in edits if isinstance(s, str) or s[0] < start or (s[1] == "stream" and s[0] == start)]
+    if early:
+        raise ValueError(f"edits of {', '.join(sites.site_name(s) for s in early)} come before start_at_layer ="
+                         f" {start}: they would not be applied")
+    return int(start)
 
 
 def available() -> list:

@@ -43,7 +43,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import attention_weights
 from .model import Model, Trace
 
 INPUTS = "qkv"
@@ -179,43 +178,42 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None,
                              f" got {'reference' if reference is not None else 'tokens'} of shape {ref.shape}")
         means = [w.mean(axis=tuple(range(ref.ndim - 1))) for w in model.trace(ref).writes]  # (n_heads, T, d)
 
-    def removed(sender, writes):
-        l, h = sender
-        term = writes[l][..., h, :, :]  # (..., T, d_model)
-        return term if means is None else term - means[l][h]
+    def removed(sender, cache):
+        term = cache[sender]  # (..., T, d_model): the sender's write in this run
+        return term if means is None else term - means[sender[0]][sender[1]]
 
-    x = model.W_E[tokens] + model.W_pos[:T]  # (..., T, d_model)
-    stream, weights, writes = [x], [], []
-    for l, w in enumerate(model.layers):
-        h, d = w.n_heads, w.d_head
-        # each head's three inputs: the stream, minus what its edges remove
-        inputs = np.broadcast_to(x[..., None, None, :, :], x.shape[:-2] + (3, h) + x.shape[-2:]).copy()
-        # inputs: (..., 3, n_heads, T, d_model)
-        for sender, receiver, via in cuts:
-            if receiver != "logits" and receiver[0] == l:
-                for c in via:
-                    inputs[..., INPUTS.index(c), receiver[1], :, :] -= removed(sender, writes)
-        W_Q, W_K, W_V, W_O = w.per_head  # (n_heads, d_model, d_head) each; W_O (n_heads, d_head, d_model)
-        Q = inputs[..., 0, :, :, :] @ W_Q  # (..., n_heads, T, d_head): a batched matmul, head by head
-        K = inputs[..., 1, :, :, :] @ W_K
-        V = inputs[..., 2, :, :, :] @ W_V
-        if model.smear is not None:  # each key mixed with the one before it, as in Model.trace
-            s = model.smear[l][:, None, None]  # (n_heads, 1, 1)
-            K = s * K + (1 - s) * np.concatenate([K[..., :1, :], K[..., :-1, :]], axis=-2)
-        A = attention_weights(Q, K, causal=True)  # (..., n_heads, T, T)
-        for (fl, fh), F in forced.items():
-            if fl == l:
-                A[..., fh, :, :] = F
-        out = (A @ V) @ W_O  # (..., n_heads, T, d_model)
-        x = x + out.sum(axis=-3)
-        weights.append(A)
-        writes.append(out)
-        stream.append(x)
-    final = x.copy()
-    for sender, receiver, _ in cuts:
+    edits = cut_edits(model, cuts, removed)
+    edits += [((l, h, "weights"), A) for (l, h), A in forced.items()]
+    return model.run(tokens, edits)
+
+
+def cut_edits(model: Model, cuts, removed) -> list:
+    """The edits of :meth:`attnlib.model.Model.run` that take ``removed(sender, cache)`` out of each cut's reads.
+
+    Parameters
+    ----------
+    model : Model
+    cuts : list of (sender, receiver, set of inputs)
+        As :func:`_edges` returns them.
+    removed : callable
+        ``removed(sender, cache) -> (..., T, d_model)``: the term to subtract,
+        from what the run has computed so far.
+
+    Returns
+    -------
+    list of (site, edit)
+        For a head, its reads ``(layer, head, "x_q")`` ...; for the logits,
+        the final stream ``(n_layers, "stream")``.
+    """
+    edits = []
+    for sender, receiver, via in cuts:
+        def edit(site, x, cache, sender=sender):
+            return x - removed(sender, cache)
         if receiver == "logits":
-            final -= removed(sender, writes)
-    return Trace(stream[0], weights, writes, np.stack(stream[:-1] + [final]), final @ model.W_U)
+            edits.append(((model.n_layers, "stream"), edit))
+        else:
+            edits += [((receiver[0], receiver[1], "x_" + c), edit) for c in INPUTS if c in via]
+    return edits
 
 
 def forward(model: Model, tokens, edges=(), how: str = "zero", reference=None,

@@ -6,6 +6,7 @@ alike. Figures are medians over rounds.
 
     python benchmarks/run.py            # everything (includes a clean book build and `make test`)
     python benchmarks/run.py --quick    # skip the book build and `make test` timings
+    python benchmarks/run.py --model    # only Model.run's and whole-sequence attribution's rows
     python benchmarks/run.py --grading  # only the grading rows (--term: a whole term; --profile: one
                                         # notebook's steps, benchmarks/profile_grading.py)
 """
@@ -154,9 +155,40 @@ def rows_forms_and_torch():
                              f"matmuls {1e3 * t['matmuls']:.2f} ms + exp {1e3 * t['exp']:.2f} ms"))
             else:
                 rows.append((name, "concat / torch", float("nan"), "torch not installed (pip install torch==2.13.0)", ""))
+            if (T, D, h) == TARGET:  # bar 6: no further than this from numpy's own floor
+                rows.append((name, "concat / numpy floor", t["concat"] / (t["matmuls"] + t["exp"]),
+                             "bar 6: <= 1.25 (goal 1.10)", f"concat {1e3 * t['concat']:.2f} ms"))
             achieved = base_flops / t["concat"] / 1e9
             rows.append((name, "matmul bound fraction", t["matmuls"] / t["concat"], "target >= 0.40 at 512 f32",
                          f"{achieved:.1f} GFLOP/s achieved"))
+    return rows
+
+
+def rows_model():
+    """Issue 54's rows: Model.run against the forward pass it replaced, and a whole sequence's attribution."""
+    from trace_before import trace_before
+
+    from attnlib import attribution
+    from attnlib.model import available, load
+
+    rows = []
+    for name in available():
+        m = load(name)
+        toks = np.random.default_rng(0).integers(0, m.vocab, (4, m.n_ctx))  # four full-context sequences
+        assert np.array_equal(m.run(toks).logits, trace_before(m, toks)[0])
+        t = interleaved({"before": lambda: trace_before(m, toks), "run": lambda: m.run(toks)}, min_rounds=7)
+        rows.append((f"{name} 4x{m.n_ctx}", "Model.run / trace before", t["run"] / t["before"], "target <= 1.10",
+                     f"run {1e3 * t['run']:.2f} ms, before {1e3 * t['before']:.2f} ms"))
+        seq = toks[0]
+        every = attribution.logit_attribution(m, seq)  # each position's next token, from one run
+        one = attribution.logit_attribution(m, seq, 5, int(seq[6]))
+        assert np.allclose(every.at(5).values, one.values)
+        fns = {"run": lambda: m.run(seq), "every": lambda: attribution.logit_attribution(m, seq),
+               "one by one": lambda: [attribution.logit_attribution(m, seq, p, int(seq[p + 1]))
+                                      for p in range(len(seq) - 1)]}
+        t = interleaved(fns, min_rounds=5, number=3)
+        rows.append((f"{name} 1x{m.n_ctx}", "DLA every position / run", t["every"] / t["run"], "target <= 2",
+                     f"{1e3 * t['every']:.2f} ms; one call per position {t['one by one'] / t['run']:.0f}x run"))
     return rows
 
 
@@ -272,8 +304,10 @@ def main():
         rows = rows_grading()
     elif "--term" in sys.argv:   # only a whole term through the Canvas path
         rows = rows_term()
+    elif "--model" in sys.argv:  # only the forward pass and attribution rows
+        rows = rows_model()
     else:
-        rows = (rows_forms_and_torch() + rows_widgets() + rows_gpt2_copying()
+        rows = (rows_forms_and_torch() + rows_model() + rows_widgets() + rows_gpt2_copying()
                 + ([] if quick else rows_build() + profile_rows() + rows_grading() + rows_term()))
     width = max(len(r[0]) for r in rows)
     print(f"{'case':<{width}}  {'measure':<28} {'ratio':>7}  {'note':<44} detail")

@@ -66,7 +66,7 @@ def _interpolate(model, clean, corrupt, site, t, keep):
             return {"final": change}
         return {("in", *site.receiver, c): change for c in site.via}
     if site == "embed":
-        return {"embed": t * mask * (a_clean[("embed",)] - a_corrupt[("embed",)])}
+        return {"embed": t * mask * (a_clean["embed"] - a_corrupt["embed"])}
     if len(site) == 2:
         return {("write", *site): t * mask * (a_clean[site] - a_corrupt[site])}
     return {(site[2], site[0], site[1]): t * mask * (a_clean[site] - a_corrupt[site])}
