@@ -34,9 +34,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import asked
+from .checks import answer_of
 from .model import Model
-from . import backward, paths, sites
+from . import paths, sites
 
 SIDES = "qkv"
 """A head's three inputs, as :func:`patch` names them."""
@@ -247,6 +247,7 @@ def _head_names(model: Model, below: int) -> list:
     return [f"L{l}H{i}" for l in range(below) for i in range(model.layers[l].n_heads)]
 
 
+@answer_of("09_attribution")
 def _terms(model: Model, tr, below: int) -> np.ndarray:
     """The stream before layer ``below`` as its terms: token, position, each earlier head's write.
 
@@ -254,7 +255,6 @@ def _terms(model: Model, tr, below: int) -> np.ndarray:
     -------
     (2 + n_earlier_heads, T, d_model) ndarray
     """
-    asked("attnlib.attribution._terms")  # an exercise asks for it: withheld while one is judged
     T = tr.embedding.shape[-2]
     return np.concatenate([(tr.embedding - model.W_pos[:T])[None], model.W_pos[:T][None]]
                           + [tr.writes[l] for l in range(below)])  # (n_terms, T, d_model)
@@ -262,6 +262,7 @@ def _terms(model: Model, tr, below: int) -> np.ndarray:
 
 # --- attributions -------------------------------------------------------------
 
+@answer_of("09_attribution")
 def logit_attribution(model: Model, tokens, position: int | None = None, target: int | None = None,
                       centred: bool = False) -> Attribution:
     """The logit of ``target`` at ``position`` split over the residual stream's terms.
@@ -308,7 +309,6 @@ def logit_attribution(model: Model, tokens, position: int | None = None, target:
     >>> bool(np.isclose(every.at(3).total, logit_attribution(m, [50, 3, 7, 9, 3, 7], 3, 3).total))
     True
     """
-    asked("attnlib.attribution.logit_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     tr = model.run(tokens)
     terms = _terms(model, tr, model.n_layers)  # (n_terms, T, d_model)
@@ -345,6 +345,7 @@ def _unembedding(model: Model, target: int, centred: bool) -> np.ndarray:
     return u - model.W_U.mean(axis=1) if centred else u
 
 
+@answer_of("09_attribution")
 def _path_terms(model: Model, tr) -> dict:
     """Every path's contribution to the final stream with the attention weights of ``tr`` frozen.
 
@@ -354,7 +355,6 @@ def _path_terms(model: Model, tr) -> dict:
     ``"embed"`` and ``"pos"`` alone are the embeddings themselves. Returns
     name to ``(T, d_model)`` array.
     """
-    asked("attnlib.attribution._path_terms")  # an exercise asks for it: withheld while one is judged
     T = tr.embedding.shape[-2]
     chains = {"embed": tr.embedding - model.W_pos[:T], "pos": model.W_pos[:T]}  # (T, d_model) each
     for l, w in enumerate(model.layers):
@@ -369,6 +369,7 @@ def _path_terms(model: Model, tr) -> dict:
     return chains
 
 
+@answer_of("09_attribution")
 def path_attribution(model: Model, tokens, position: int | None = None, target: int | None = None,
                      centred: bool = False) -> Attribution:
     """The logit of ``target`` at ``position`` split over paths, the attention weights frozen.
@@ -408,13 +409,13 @@ def path_attribution(model: Model, tokens, position: int | None = None, target: 
     >>> len(a.names), a.names[-1]      # from embed and pos: directly, 4 + 4 heads, 4 x 4 virtual heads
     (50, 'pos>L0H3>L1H3')
     """
-    asked("attnlib.attribution.path_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     tr = model.run(tokens)
     chains = _path_terms(model, tr)
     return _split(model, tokens, tr, np.stack(list(chains.values())), list(chains), position, target, centred)
 
 
+@answer_of("09_attribution")
 def qk_attribution(model: Model, tokens, layer: int, head: int, query: int | None = None,
                    key: int | None = None) -> Attribution:
     """Head ``layer, head``'s score for ``query`` → ``key`` split into query-side × key-side terms.
@@ -453,7 +454,6 @@ def qk_attribution(model: Model, tokens, layer: int, head: int, query: int | Non
     >>> every.values.shape, every.over, bool(np.allclose(every.at(4, 2).values, a.values))
     ((6, 6, 5, 5), ('query', 'key'), True)
     """
-    asked("attnlib.attribution.qk_attribution")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     layer = _index(layer, "layer", model.n_layers, "the model's layers")
     w = model.layers[layer]
@@ -483,6 +483,7 @@ def qk_attribution(model: Model, tokens, layer: int, head: int, query: int | Non
     return Attribution(names, values, key_names=names, total=tr.cache.scores(layer)[head, q, k], what="score")
 
 
+@answer_of("09_attribution")
 def _qk_all(model: Model, tr, layer: int, head: int) -> np.ndarray:
     """:func:`_qk_matrices` for every query and key at once, keys after the query 0.
 
@@ -490,7 +491,6 @@ def _qk_all(model: Model, tr, layer: int, head: int) -> np.ndarray:
     -------
     (n_terms, n_terms, T, T) ndarray
     """
-    asked("attnlib.attribution._qk_matrices")  # an exercise asks for it: withheld while one is judged
     w = model.layers[layer]
     terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
     Q = terms @ w.per_head.W_Q[head]  # (n_terms, T, d_head)
@@ -501,6 +501,7 @@ def _qk_all(model: Model, tr, layer: int, head: int) -> np.ndarray:
     return M * np.tri(terms.shape[1], dtype=bool)
 
 
+@answer_of("09_attribution")
 def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: int) -> Attribution:
     """:func:`qk_attribution` at ``key`` minus its mean over the query's other keys: what moves the softmax.
 
@@ -521,7 +522,6 @@ def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: in
     >>> a.values.shape
     (6, 6)
     """
-    asked("attnlib.attribution.qk_contrast")  # an exercise asks for it: withheld while one is judged
     tokens = _sequence(model, tokens)
     layer = _index(layer, "layer", model.n_layers, "the model's layers")
     head = _index(head, "head", model.layers[layer].n_heads, f"layer {layer}'s heads")
@@ -538,6 +538,7 @@ def qk_contrast(model: Model, tokens, layer: int, head: int, query: int, key: in
                        what="score contrast")
 
 
+@answer_of("09_attribution")
 def _qk_matrices(model: Model, tr, layer: int, head: int, q: int, keys) -> np.ndarray:
     """Query-side × key-side terms of head ``layer, head``'s score from ``q`` to each of ``keys``.
 
@@ -545,7 +546,6 @@ def _qk_matrices(model: Model, tr, layer: int, head: int, q: int, keys) -> np.nd
     -------
     (len(keys), n_terms, n_terms) ndarray
     """
-    asked("attnlib.attribution._qk_matrices")  # an exercise asks for it: withheld while one is judged
     w = model.layers[layer]
     terms = _terms(model, tr, layer)  # (n_terms, T, d_model)
     keys = np.asarray(list(keys))
@@ -674,163 +674,6 @@ def _path_patch(model: Model, clean, corrupt, edges, clean_writes=None) -> np.nd
     return model.run(corrupt, paths.cut_edits(model, cuts, removed), cache=False).logits
 
 
-# --- effects and first-order estimates ------------------------------------------
-
-def effect_split(model: Model, tokens, position: int, target: int, ablate) -> Attribution:
-    """An ablation's effect on a logit, split into what flows through values and what through attention.
-
-    Zero-ablating the heads in ``ablate`` changes the logit of ``target``
-    at ``position`` by ``effect = logit(ablated) - logit(clean)``. The
-    removed writes reach the logit two ways: directly and through later
-    heads' *values* (what those heads write), and through later heads'
-    queries and keys (*where* those heads look). With every head's attention
-    weights held at their values in the un-ablated run, only the first way is
-    left, and the logit is then linear in the removed writes:
-
-    * ``"frozen attention"``: ``logit(ablated, weights frozen) - logit(clean)``,
-      what a path attribution (:func:`path_attribution`) of the removed heads sees;
-    * ``"through attention"``: ``logit(ablated) - logit(ablated, weights frozen)``,
-      the rest: what flows only through where later heads look.
-
-    The two add up to the effect exactly (by construction; the
-    :class:`Attribution` checks the sum against the two runs).
-
-    Parameters
-    ----------
-    model : Model
-    tokens : (T,) array_like of int
-    position : int
-        The position whose next-token logit is read (negative counts from the end).
-    target : int
-        The token whose logit is read.
-    ablate : collection of (layer, head)
-        The heads dropped from the residual stream (as ``Model.forward``'s ``ablate``).
-
-    Returns
-    -------
-    Attribution
-        ``names`` ``["frozen attention", "through attention"]``; ``values.sum()``
-        is the ablation's effect on the logit (``what == "effect"``).
-
-    Examples
-    --------
-    >>> from attnlib.model import load
-    >>> m = load("induction")
-    >>> toks = [50, 3, 7, 9, 3, 7, 9]
-    >>> a = effect_split(m, toks, 4, 7, [(0, 2)])
-    >>> a.names, bool(np.isclose(a.total, m.forward(toks, ablate=[(0, 2)])[4, 7] - m.forward(toks)[4, 7]))
-    (['frozen attention', 'through attention'], True)
-    """
-    tokens = _sequence(model, tokens)
-    t = _index(position, "position", len(tokens), "the sequence")
-    target = _index(target, "target", model.vocab, "the vocabulary")
-    heads = sorted(model._ablation(ablate))
-    tr = model.trace(tokens)
-    weights = tr.attention_weights  # per layer (n_heads, T, T): those of the un-ablated run
-    frozen = {(l, i): weights[l][i] for l in range(model.n_layers) for i in range(model.layers[l].n_heads)}
-    clean = tr.logits[t, target]
-    ablated = model.forward(tokens, ablate=heads)[t, target]
-    held = paths.forward(model, tokens, paths.residual(model, heads), attention=frozen)[t, target]
-    return Attribution(["frozen attention", "through attention"], [held - clean, ablated - held],
-                       total=ablated - clean, what="effect")
-
-
-def _one_by_one(sites) -> list:
-    """``sites`` as a list of single sites, as :func:`patch` reads one site or a list of them."""
-    if isinstance(sites, (str, paths.Edge)) or (isinstance(sites, tuple) and sites
-                                                 and isinstance(sites[0], numbers.Integral)):
-        return [sites]
-    return list(sites)
-
-
-def attribution_patching(model: Model, clean, corrupt, sites, direction, positions=None) -> np.ndarray:
-    """First-order estimates of what patching each site changes in ``(direction * logits).sum()``.
-
-    Activation patching (:func:`patch`) runs the corrupt input once per site.
-    Attribution patching (Nanda, 2023; Kramár et al., 2024) estimates every
-    site's effect at once from one backward pass at the corrupt run: the
-    metric's gradient with respect to the site's activation, dotted with
-    the patch's change in it, ``g · (a_clean - a_corrupt)``. That is the
-    exact derivative of the metric along the straight line from the
-    corrupt activation to the clean one, at the corrupt end: exact when the
-    metric is linear along it (a write read only by the unembedding), off
-    when the line crosses a softmax that saturates. The gradient is exact
-    (:func:`attnlib.backward.gradients`), so the only error is the
-    linearisation's.
-
-    Parameters
-    ----------
-    model : Model
-    clean, corrupt : (..., T) array_like of int
-        The same shape; batch rows are paired.
-    sites : list
-        As :func:`patch` takes them: ``"embed"``, ``(layer, head)``,
-        ``(layer, head, "q" | "k" | "v")`` or a :class:`attnlib.paths.Edge`
-        (the sender's write in the receiver's inputs ``via``); each is
-        estimated alone.
-    direction : (..., T, vocab) array_like
-        The metric's weights on the logits, batch axes included.
-    positions : sequence of int, optional
-        Patch these positions only (not with edges).
-
-    Returns
-    -------
-    (n_sites,) ndarray
-        The estimate of ``metric(patch(model, clean, corrupt, [site], positions)) - metric(corrupt)``.
-
-    Examples
-    --------
-    >>> from attnlib.model import load
-    >>> m = load("induction")
-    >>> clean, corrupt = np.array([50, 3, 7, 3, 7]), np.array([50, 3, 7, 9, 8])
-    >>> d = np.zeros((5, m.vocab)); d[3, 7] = 1.0
-    >>> est = attribution_patching(m, clean, corrupt, [(1, 0), (1, 0, "q")], d)
-    >>> est.shape
-    (2,)
-    """
-    asked("attnlib.attribution.attribution_patching")  # an exercise asks for it: withheld while one is judged
-    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
-    if clean.shape != corrupt.shape:
-        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
-                         " (row i of one is patched into row i of the other)")
-    sites = _one_by_one(sites)
-    parsed = [_sites(model, [s]) for s in sites]
-    T = clean.shape[-1]
-    keep = np.ones(T, bool)
-    if positions is not None:
-        positions = np.asarray(positions)
-        if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
-            raise ValueError(f"positions must be a list of integers in -{T} .. {T - 1}, got {positions!r}")
-        if any(edges for _, edges in parsed):
-            raise ValueError("path patching (paths.Edge sites) takes no positions")
-        keep = np.zeros(T, bool)
-        keep[positions] = True
-    g = backward.gradients(model, corrupt, direction)
-    _, a_clean = _run(model, clean)
-    _, a_corrupt = _run(model, corrupt)
-    grad_of = {"q": g.queries, "k": g.keys, "v": g.values}
-    out = np.zeros(len(sites))
-    for n, (acts, edges) in enumerate(parsed):
-        if acts:
-            s = acts[0]
-            if s == "embed":
-                grad = g.stream[0]  # (..., T, d_model)
-            elif len(s) == 2:
-                grad = g.write(s[0])  # (..., T, d_model)
-            else:
-                grad = grad_of[s[2]][s[0]][..., s[1], :, :]  # (..., T, d_head)
-            change = a_clean[s] - a_corrupt[s]
-        else:
-            (sender, receiver, via), = paths._edges(model, edges)
-            if receiver == "logits":
-                grad = g.stream[-1]
-            else:
-                grad = sum(g.inputs[receiver[0]][..., paths.INPUTS.index(c), receiver[1], :, :] for c in sorted(via))
-            change = a_clean[sender] - a_corrupt[sender]
-        out[n] = (grad * change)[..., keep, :].sum()
-    return out
-
-
 # --- a small attribution graph -------------------------------------------------
 
 class Node(NamedTuple):
@@ -956,106 +799,3 @@ def graph_table(links) -> str:
     widths = [max(len(r[c]) for r in rows + [head]) for c in range(4)]
     fmt = "  ".join(f"{{:<{w}}}" if c != 2 else f"{{:>{w}}}" for c, w in enumerate(widths))
     return "\n".join(fmt.format(*r).rstrip() for r in [head] + rows)
-
-
-def plot_graph(links, ax=None, token_names=None, tokens=None):
-    """Draw an attribution graph: positions across, levels up; edge width by ``|value|`` within its unit.
-
-    Each node has a column of its own; each edge takes the straightest arc
-    that passes no other node's box, and its value is written on it where the
-    label meets no box and no other label. ``"(rest)"`` edges are not drawn
-    (:func:`graph_table` lists them).
-
-    Parameters
-    ----------
-    links : list of Link
-    ax : matplotlib Axes, optional
-    token_names : list of str, optional
-        With ``tokens``: each embedding node is labelled with the token at its position.
-    tokens : (T,) array_like of int, optional
-        The sequence the graph was made from.
-
-    Returns
-    -------
-    matplotlib Axes
-    """
-    import matplotlib.pyplot as plt
-
-    if (token_names is None) != (tokens is None):
-        raise ValueError("plot_graph labels an embedding node with the token at its position: give both"
-                         " token_names and tokens (the sequence), or neither")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(12, 6.5))
-    drawn = [e for e in links if e.source.term != "(rest)"]
-    nodes = sorted({n for e in drawn for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
-    xy = {n: (2.2 * j, 2.0 * n.level) for j, n in enumerate(nodes)}  # one column per node
-    cmap = plt.get_cmap("viridis")
-    biggest = {u: max(abs(e.value) for e in drawn if e.unit == u) or 1.0 for u in {e.unit for e in drawn}}
-    xs = [x for x, _ in xy.values()]
-    ys = [y for _, y in xy.values()]
-    ax.set_xlim(min(xs) - 1.3, max(xs) + 1.3)
-    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.5)
-    # the nodes first: their boxes (in pixels) are what the edges and their labels keep clear of
-    boxes = {}
-    for n, (x, y) in xy.items():
-        label = n.term
-        if n.term == "embed" and tokens is not None:
-            label = f"embed\n{token_names[int(np.asarray(tokens)[n.position])]!r}"
-        boxes[n] = ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8, zorder=4,
-                           color="black", bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.6), ec="black", lw=0.5))
-    renderer = ax.figure.canvas.get_renderer()
-    extent = {n: t.get_window_extent(renderer).expanded(1.15, 1.3) for n, t in boxes.items()}
-    to_px, to_data = ax.transData.transform, ax.transData.inverted().transform
-    along = np.linspace(0, 1, 41)[:, None]
-
-    def curve(p0, p1, bend):  # arc3's quadratic Bezier, in pixels: (41, 2)
-        control = (p0 + p1) / 2 + bend * np.array([(p1 - p0)[1], -(p1 - p0)[0]])
-        return (1 - along) ** 2 * p0 + 2 * (1 - along) * along * control + along ** 2 * p1
-
-    def hits(points, box):
-        return bool(np.any((points[:, 0] > box.x0) & (points[:, 0] < box.x1)
-                           & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)))
-
-    placed = []  # the label boxes drawn so far, in pixels: (x0, y0, x1, y1)
-    for e in sorted(drawn, key=lambda e: -abs(e.value)):  # the largest edges choose first
-        p0, p1 = to_px([xy[e.source], xy[e.target]])
-        others = [b for n, b in extent.items() if n not in (e.source, e.target)]
-        # the straightest bend whose curve keeps clear of every other node's box
-        sign = -1.0 if p1[0] > p0[0] else 1.0  # rise, then cross
-        steps = (0.15, 0.25, 0.35, 0.5, 0.65, 0.8)
-        bends = [0.0] + [sign * b for b in steps] + [-sign * b for b in steps]
-        bend = min(bends, key=lambda b: sum(hits(curve(p0, p1, b)[2:-2], box) for box in others))
-        colour = cmap(0.85 if e.value >= 0 else 0.3)  # both readable on white and on black
-        ax.annotate("", xy[e.target], xy[e.source], zorder=1,
-                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
-                                    linestyle="-" if e.unit == "logit" else (0, (4, 1.5)),
-                                    patchA=boxes[e.source].get_bbox_patch(),
-                                    patchB=boxes[e.target].get_bbox_patch(), shrinkA=2, shrinkB=3,
-                                    connectionstyle=f"arc3,rad={bend}"))
-        # the value on its curve, at the first point along it where its box meets no node and no label
-        points = curve(p0, p1, bend)
-        text = f"{e.value:+.2f}"
-        w, h = 5.2 * len(text) + 6, 14  # the label's box at fontsize 7, in pixels (72 dpi)
-        w, h = w * ax.figure.dpi / 72, h * ax.figure.dpi / 72
-
-        def clear(at):
-            x0, y0, x1, y1 = at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2
-            if any(x0 < b.x1 and b.x0 < x1 and y0 < b.y1 and b.y0 < y1 for b in extent.values()):
-                return False
-            return not any(x0 < c and a < x1 and y0 < d and b < y1 for a, b, c, d in placed)
-
-        order = sorted(range(8, 34), key=lambda i: abs(i - 20))  # from the middle of the curve outwards
-        at = next((points[i] for i in order if clear(points[i])), points[20])
-        placed.append((at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2))
-        ax.text(*to_data(at), text, fontsize=7, ha="center", va="center", zorder=3, color="black",
-                bbox=dict(boxstyle="round,pad=0.12", fc="white", ec=colour, lw=0.6))
-    ax.set_xticks([])
-    levels = sorted({n.level for n in nodes})
-    top_level = max(n.level for n in nodes if n.term.startswith("logit")) if any(
-        n.term.startswith("logit") for n in nodes) else None
-    ax.set_yticks([2.0 * v for v in levels],
-                  ["embedding" if v == 0 else "logit" if v == top_level else
-                   f"layer {int(v - 0.5)} score" if v % 1 else f"layer {int(v) - 1}" for v in levels])
-    ax.set_xlabel("nodes by position, left to right (each label ends with its position)")
-    return ax
-

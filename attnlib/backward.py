@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import asked
+from .checks import answer_of
 from .model import Model, Trace
 
 
@@ -88,6 +88,7 @@ def check_direction(model: Model, tokens: np.ndarray, direction) -> np.ndarray:
     return direction
 
 
+@answer_of("10_attribution_patching")
 def gradients(model: Model, tokens, direction) -> Gradients:
     """Run ``model`` on ``tokens`` and take the exact gradient of ``(direction * logits).sum()``.
 
@@ -112,7 +113,6 @@ def gradients(model: Model, tokens, direction) -> Gradients:
     >>> [g.shape for g in gradients(m, toks, d).keys]
     [(1, 5, 32)]
     """
-    asked("attnlib.backward.gradients")  # an exercise asks for it: withheld while one is judged
     tokens = model._tokens(tokens)
     direction = check_direction(model, tokens, direction)
     tr = model.run(tokens)  # the forward side

@@ -58,6 +58,37 @@ def asked(function: str) -> None:
                        " model's trace (your own functions of this notebook may call each other)")
 
 
+def answer_of(exercise: str):
+    """Decorator: the library function is what ``exercise`` asks students to write (see :func:`asked`).
+
+    The function calls :func:`asked` with its own full name first, so it is
+    withheld while a :class:`judging` block runs; ``function.answer_of`` names
+    the exercise.
+
+    Examples
+    --------
+    >>> @answer_of("00_example")
+    ... def double(x):
+    ...     return 2 * x
+    >>> double(2), double.answer_of
+    (4, '00_example')
+    >>> with judging("anything"):  # doctest: +ELLIPSIS
+    ...     double(2)
+    Traceback (most recent call last):
+    attnlib.checks.Withheld: attnlib.checks.double is what this exercise asks you to write: ...
+    """
+    def mark(function):
+        name = f"{function.__module__}.{function.__qualname__}"
+
+        @functools.wraps(function)
+        def withheld(*args, **kwargs):
+            asked(name)
+            return function(*args, **kwargs)
+        withheld.answer_of = exercise
+        return withheld
+    return mark
+
+
 def check_array(x, name: str, shape: tuple | None = None) -> np.ndarray:
     """``x`` must be a finite real array, of ``shape`` if given."""
     if x is None:

@@ -15,7 +15,7 @@ from (``"q"``, ``"k"``, ``"v"`` or any combination); ``x_q`` (say) is then
 the stream minus the sender's term. :func:`trace` runs the model so. Removing
 a sender from every input of every later head and from the logits is the
 residual-stream ablation of ``Model.trace(tokens, ablate=...)``; removing it
-from the keys of one head only asks whether that head's *pattern* needed the
+from the keys of one head only asks whether that head's attention weights needed the
 sender through its keys (K-composition), and so on.
 
 The removed term is the sender's write in this run (the same as the clean

@@ -505,3 +505,103 @@ def model_overview(tokens=("the", "cat", "sat"), predictions=("cat", "sat", "on"
     for y, text in notes:
         ax.text(lx, y, text, ha="right", va="center", fontsize=8, color="black")
     return ax.figure
+
+
+def plot_graph(links, ax=None, token_names=None, tokens=None):
+    """Draw an attribution graph: positions across, levels up; edge width by ``|value|`` within its unit.
+
+    Each node has a column of its own; each edge takes the straightest arc
+    that passes no other node's box, and its value is written on it where the
+    label meets no box and no other label. ``"(rest)"`` edges are not drawn
+    (:func:`graph_table` lists them).
+
+    Parameters
+    ----------
+    links : list of attnlib.attribution.Link
+    ax : matplotlib Axes, optional
+    token_names : list of str, optional
+        With ``tokens``: each embedding node is labelled with the token at its position.
+    tokens : (T,) array_like of int, optional
+        The sequence the graph was made from.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    if (token_names is None) != (tokens is None):
+        raise ValueError("plot_graph labels an embedding node with the token at its position: give both"
+                         " token_names and tokens (the sequence), or neither")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(12, 6.5))
+    drawn = [e for e in links if e.source.term != "(rest)"]
+    nodes = sorted({n for e in drawn for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
+    xy = {n: (2.2 * j, 2.0 * n.level) for j, n in enumerate(nodes)}  # one column per node
+    cmap = plt.get_cmap("viridis")
+    biggest = {u: max(abs(e.value) for e in drawn if e.unit == u) or 1.0 for u in {e.unit for e in drawn}}
+    xs = [x for x, _ in xy.values()]
+    ys = [y for _, y in xy.values()]
+    ax.set_xlim(min(xs) - 1.3, max(xs) + 1.3)
+    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.5)
+    # the nodes first: their boxes (in pixels) are what the edges and their labels keep clear of
+    boxes = {}
+    for n, (x, y) in xy.items():
+        label = n.term
+        if n.term == "embed" and tokens is not None:
+            label = f"embed\n{token_names[int(np.asarray(tokens)[n.position])]!r}"
+        boxes[n] = ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8, zorder=4,
+                           color="black", bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.6), ec="black", lw=0.5))
+    renderer = ax.figure.canvas.get_renderer()
+    extent = {n: t.get_window_extent(renderer).expanded(1.15, 1.3) for n, t in boxes.items()}
+    to_px, to_data = ax.transData.transform, ax.transData.inverted().transform
+    along = np.linspace(0, 1, 41)[:, None]
+
+    def curve(p0, p1, bend):  # arc3's quadratic Bezier, in pixels: (41, 2)
+        control = (p0 + p1) / 2 + bend * np.array([(p1 - p0)[1], -(p1 - p0)[0]])
+        return (1 - along) ** 2 * p0 + 2 * (1 - along) * along * control + along ** 2 * p1
+
+    def hits(points, box):
+        return bool(np.any((points[:, 0] > box.x0) & (points[:, 0] < box.x1)
+                           & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)))
+
+    placed = []  # the label boxes drawn so far, in pixels: (x0, y0, x1, y1)
+    for e in sorted(drawn, key=lambda e: -abs(e.value)):  # the largest edges choose first
+        p0, p1 = to_px([xy[e.source], xy[e.target]])
+        others = [b for n, b in extent.items() if n not in (e.source, e.target)]
+        # the straightest bend whose curve keeps clear of every other node's box
+        sign = -1.0 if p1[0] > p0[0] else 1.0  # rise, then cross
+        steps = (0.15, 0.25, 0.35, 0.5, 0.65, 0.8)
+        bends = [0.0] + [sign * b for b in steps] + [-sign * b for b in steps]
+        bend = min(bends, key=lambda b: sum(hits(curve(p0, p1, b)[2:-2], box) for box in others))
+        colour = cmap(0.85 if e.value >= 0 else 0.3)  # both readable on white and on black
+        ax.annotate("", xy[e.target], xy[e.source], zorder=1,
+                    arrowprops=dict(arrowstyle="-|>", color=colour, lw=0.8 + 3 * abs(e.value) / biggest[e.unit],
+                                    linestyle="-" if e.unit == "logit" else (0, (4, 1.5)),
+                                    patchA=boxes[e.source].get_bbox_patch(),
+                                    patchB=boxes[e.target].get_bbox_patch(), shrinkA=2, shrinkB=3,
+                                    connectionstyle=f"arc3,rad={bend}"))
+        # the value on its curve, at the first point along it where its box meets no node and no label
+        points = curve(p0, p1, bend)
+        text = f"{e.value:+.2f}"
+        w, h = 5.2 * len(text) + 6, 14  # the label's box at fontsize 7, in pixels (72 dpi)
+        w, h = w * ax.figure.dpi / 72, h * ax.figure.dpi / 72
+
+        def clear(at):
+            x0, y0, x1, y1 = at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2
+            if any(x0 < b.x1 and b.x0 < x1 and y0 < b.y1 and b.y0 < y1 for b in extent.values()):
+                return False
+            return not any(x0 < c and a < x1 and y0 < d and b < y1 for a, b, c, d in placed)
+
+        order = sorted(range(8, 34), key=lambda i: abs(i - 20))  # from the middle of the curve outwards
+        at = next((points[i] for i in order if clear(points[i])), points[20])
+        placed.append((at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2))
+        ax.text(*to_data(at), text, fontsize=7, ha="center", va="center", zorder=3, color="black",
+                bbox=dict(boxstyle="round,pad=0.12", fc="white", ec=colour, lw=0.6))
+    ax.set_xticks([])
+    levels = sorted({n.level for n in nodes})
+    top_level = max(n.level for n in nodes if n.term.startswith("logit")) if any(
+        n.term.startswith("logit") for n in nodes) else None
+    ax.set_yticks([2.0 * v for v in levels],
+                  ["embedding" if v == 0 else "logit" if v == top_level else
+                   f"layer {int(v - 0.5)} score" if v % 1 else f"layer {int(v) - 1}" for v in levels])
+    ax.set_xlabel("nodes by position, left to right (each label ends with its position)")
+    return ax

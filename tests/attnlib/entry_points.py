@@ -17,6 +17,11 @@ import sys
 import numpy as np
 
 from attnlib import attribution, backward, discovery, paths
+
+try:
+    from attnlib import methods as first_order  # chapter 17's effect split and attribution patching
+except ImportError:  # before they had a module of their own
+    first_order = attribution
 from attnlib.model import available, load
 from attnlib.paths import Edge
 
@@ -54,13 +59,13 @@ def compute(name) -> dict:
         out[f"patch{i}.logits"] = attribution.patch(m, other, toks, [s])
         out[f"patch{i}.positions.logits"] = attribution.patch(m, other, toks, [s], positions=[1, T - 2])
     direction = rng.standard_normal(toks.shape + (m.vocab,))
-    out["attribution_patching"] = attribution.attribution_patching(m, other, toks, sites, direction)
+    out["attribution_patching"] = first_order.attribution_patching(m, other, toks, sites, direction)
     g = backward.gradients(m, toks, direction)
     out["gradients.stream"] = g.stream
     for l in range(L):
         out[f"gradients.keys{l}"], out[f"gradients.inputs{l}"] = g.keys[l], g.inputs[l]
     seq = toks[0]
-    split = attribution.effect_split(m, seq, T - 2, int(seq[-1]), ablate)
+    split = first_order.effect_split(m, seq, T - 2, int(seq[-1]), ablate)
     out["effect_split"] = split.values
     out["logit_attribution"] = attribution.logit_attribution(m, seq, T - 2, int(seq[-1])).values
     out["logit_attribution.centred"] = attribution.logit_attribution(m, seq, 3, int(seq[4]), centred=True).values

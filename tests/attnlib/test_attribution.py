@@ -268,7 +268,8 @@ def test_attribution_graph_edges_are_exact():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from attnlib.attribution import attribution_graph, graph_table, plot_graph, qk_contrast
+    from attnlib.attribution import attribution_graph, graph_table, qk_contrast
+    from attnlib.plots import plot_graph
     m = load("induction")
     rng = np.random.default_rng(0)
     seg = rng.choice(50, size=12, replace=False)
@@ -309,7 +310,8 @@ def test_the_graph_labels_an_embedding_by_the_token_at_its_position():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from attnlib.attribution import Link, Node, plot_graph
+    from attnlib.attribution import Link, Node
+    from attnlib.plots import plot_graph
     m = load("induction")
     toks = np.array([50, 3, 7, 9, 3, 7])
     links = [Link(Node("embed", 1, 0.0), Node("L0H2", 2, 1.0), 1.0, "contrast"),
@@ -360,7 +362,8 @@ def test_the_graph_s_edges_and_values_keep_clear_of_the_boxes():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from attnlib import incontext
-    from attnlib.attribution import attribution_graph, plot_graph
+    from attnlib.attribution import attribution_graph
+    from attnlib.plots import plot_graph
     m = load("plays_2l_spans")
     seqs = incontext.repeated_random(m, n=1, copies=2, seed=16)
     half = (seqs.shape[1] - 1) // 2

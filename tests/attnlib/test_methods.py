@@ -1,9 +1,10 @@
-"""attribution.effect_split and attribution.attribution_patching, against brute force (chapter 17)."""
+"""methods.effect_split and methods.attribution_patching, against brute force (chapter 17)."""
 import numpy as np
 import pytest
 
 from attnlib import attribution, tasks
-from attnlib.attribution import attribution_patching, effect_split, patch
+from attnlib.attribution import patch
+from attnlib.methods import attribution_patching, effect_split
 from attnlib.model import load
 from attnlib.paths import Edge
 from reference import ref_model_run

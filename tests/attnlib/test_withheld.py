@@ -91,7 +91,7 @@ def test_the_withheld_error_is_a_failed_check():
 
 EXERCISE_10 = {
     "attnlib.backward.gradients": lambda m, d: __import__("attnlib.backward").backward.gradients(m, TOKS, d),
-    "attnlib.attribution.attribution_patching": lambda m, d: attnlib.attribution.attribution_patching(
+    "attnlib.methods.attribution_patching": lambda m, d: __import__("attnlib.methods").methods.attribution_patching(
         m, TOKS, TOKS[::-1], [(0, 0)], d),
 }
 

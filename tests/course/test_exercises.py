@@ -443,7 +443,7 @@ def test_a_double_counted_position_embedding_is_named():
      "D = np.zeros((len(tokens), model.W_U.shape[1])); D[position, good], D[position, bad] = 1.0, -1.0\n"
      "return __import__('attnlib.backward').backward.gradients(model, tokens, D).stream[1]"),
     ("10_attribution_patching", "attribution_patch",
-     "from attnlib.attribution import attribution_patching\n"
+     "from attnlib.methods import attribution_patching\n"
      "D = np.zeros((len(clean), model.W_U.shape[1])); D[position, good], D[position, bad] = 1.0, -1.0\n"
      "return float(attribution_patching(model, clean, corrupt, [(0, head)], D)[0])"),
 ])

@@ -1,0 +1,183 @@
+"""First-order methods and what they estimate: an effect split, attribution patching (chapter 17).
+
+Chapter 16's attributions (:mod:`attnlib.attribution`) are exact: their terms
+add up to the model's own number for this input. What they cannot say is what
+*removing* a term would change, because later heads' attention moves with it.
+:func:`effect_split` measures an ablation's effect and splits it into what
+flows with the attention weights frozen and what flows through where later
+heads look; :func:`attribution_patching` estimates every patch's effect at
+once from one backward pass (:mod:`attnlib.backward`), and is exact only
+where no softmax lies on the way.
+
+Examples
+--------
+>>> from attnlib.model import load
+>>> m = load("induction")
+>>> effect_split(m, [50, 3, 7, 9, 3, 7, 9], 4, 7, [(0, 2)]).names
+['frozen attention', 'through attention']
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import backward, paths
+from .attribution import Attribution, _index, _run, _sequence, _sites
+from .checks import answer_of
+from .model import Model
+
+
+def effect_split(model: Model, tokens, position: int, target: int, ablate) -> Attribution:
+    """An ablation's effect on a logit, split into what flows through values and what through attention.
+
+    Zero-ablating the heads in ``ablate`` changes the logit of ``target``
+    at ``position`` by ``effect = logit(ablated) - logit(clean)``. The
+    removed writes reach the logit two ways: directly and through later
+    heads' *values* (what those heads write), and through later heads'
+    queries and keys (*where* those heads look). With every head's attention
+    weights held at their values in the un-ablated run, only the first way is
+    left, and the logit is then linear in the removed writes:
+
+    * ``"frozen attention"``: ``logit(ablated, weights frozen) - logit(clean)``,
+      what a path attribution (:func:`path_attribution`) of the removed heads sees;
+    * ``"through attention"``: ``logit(ablated) - logit(ablated, weights frozen)``,
+      the rest: what flows only through where later heads look.
+
+    The two add up to the effect exactly (by construction; the
+    :class:`Attribution` checks the sum against the two runs).
+
+    Parameters
+    ----------
+    model : Model
+    tokens : (T,) array_like of int
+    position : int
+        The position whose next-token logit is read (negative counts from the end).
+    target : int
+        The token whose logit is read.
+    ablate : collection of (layer, head)
+        The heads dropped from the residual stream (as ``Model.forward``'s ``ablate``).
+
+    Returns
+    -------
+    Attribution
+        ``names`` ``["frozen attention", "through attention"]``; ``values.sum()``
+        is the ablation's effect on the logit (``what == "effect"``).
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> toks = [50, 3, 7, 9, 3, 7, 9]
+    >>> a = effect_split(m, toks, 4, 7, [(0, 2)])
+    >>> a.names, bool(np.isclose(a.total, m.forward(toks, ablate=[(0, 2)])[4, 7] - m.forward(toks)[4, 7]))
+    (['frozen attention', 'through attention'], True)
+    """
+    tokens = _sequence(model, tokens)
+    t = _index(position, "position", len(tokens), "the sequence")
+    target = _index(target, "target", model.vocab, "the vocabulary")
+    heads = sorted(model._ablation(ablate))
+    tr = model.trace(tokens)
+    weights = tr.attention_weights  # per layer (n_heads, T, T): those of the un-ablated run
+    frozen = {(l, i): weights[l][i] for l in range(model.n_layers) for i in range(model.layers[l].n_heads)}
+    clean = tr.logits[t, target]
+    ablated = model.forward(tokens, ablate=heads)[t, target]
+    held = paths.forward(model, tokens, paths.residual(model, heads), attention=frozen)[t, target]
+    return Attribution(["frozen attention", "through attention"], [held - clean, ablated - held],
+                       total=ablated - clean, what="effect")
+
+
+def _one_by_one(sites) -> list:
+    """``sites`` as a list of single sites, as :func:`patch` reads one site or a list of them."""
+    if isinstance(sites, (str, paths.Edge)) or (isinstance(sites, tuple) and sites
+                                                 and isinstance(sites[0], numbers.Integral)):
+        return [sites]
+    return list(sites)
+
+
+@answer_of("10_attribution_patching")
+def attribution_patching(model: Model, clean, corrupt, sites, direction, positions=None) -> np.ndarray:
+    """First-order estimates of what patching each site changes in ``(direction * logits).sum()``.
+
+    Activation patching (:func:`patch`) runs the corrupt input once per site.
+    Attribution patching (Nanda, 2023; Kramár et al., 2024) estimates every
+    site's effect at once from one backward pass at the corrupt run: the
+    metric's gradient with respect to the site's activation, dotted with
+    the patch's change in it, ``g · (a_clean - a_corrupt)``. That is the
+    exact derivative of the metric along the straight line from the
+    corrupt activation to the clean one, at the corrupt end: exact when the
+    metric is linear along it (a write read only by the unembedding), off
+    when the line crosses a softmax that saturates. The gradient is exact
+    (:func:`attnlib.backward.gradients`), so the only error is the
+    linearisation's.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+        The same shape; batch rows are paired.
+    sites : list
+        As :func:`patch` takes them: ``"embed"``, ``(layer, head)``,
+        ``(layer, head, "q" | "k" | "v")`` or a :class:`attnlib.paths.Edge`
+        (the sender's write in the receiver's inputs ``via``); each is
+        estimated alone.
+    direction : (..., T, vocab) array_like
+        The metric's weights on the logits, batch axes included.
+    positions : sequence of int, optional
+        Patch these positions only (not with edges).
+
+    Returns
+    -------
+    (n_sites,) ndarray
+        The estimate of ``metric(patch(model, clean, corrupt, [site], positions)) - metric(corrupt)``.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean, corrupt = np.array([50, 3, 7, 3, 7]), np.array([50, 3, 7, 9, 8])
+    >>> d = np.zeros((5, m.vocab)); d[3, 7] = 1.0
+    >>> est = attribution_patching(m, clean, corrupt, [(1, 0), (1, 0, "q")], d)
+    >>> est.shape
+    (2,)
+    """
+    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
+    if clean.shape != corrupt.shape:
+        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
+                         " (row i of one is patched into row i of the other)")
+    sites = _one_by_one(sites)
+    parsed = [_sites(model, [s]) for s in sites]
+    T = clean.shape[-1]
+    keep = np.ones(T, bool)
+    if positions is not None:
+        positions = np.asarray(positions)
+        if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
+            raise ValueError(f"positions must be a list of integers in -{T} .. {T - 1}, got {positions!r}")
+        if any(edges for _, edges in parsed):
+            raise ValueError("path patching (paths.Edge sites) takes no positions")
+        keep = np.zeros(T, bool)
+        keep[positions] = True
+    g = backward.gradients(model, corrupt, direction)
+    _, a_clean = _run(model, clean)
+    _, a_corrupt = _run(model, corrupt)
+    grad_of = {"q": g.queries, "k": g.keys, "v": g.values}
+    out = np.zeros(len(sites))
+    for n, (acts, edges) in enumerate(parsed):
+        if acts:
+            s = acts[0]
+            if s == "embed":
+                grad = g.stream[0]  # (..., T, d_model)
+            elif len(s) == 2:
+                grad = g.write(s[0])  # (..., T, d_model)
+            else:
+                grad = grad_of[s[2]][s[0]][..., s[1], :, :]  # (..., T, d_head)
+            change = a_clean[s] - a_corrupt[s]
+        else:
+            (sender, receiver, via), = paths._edges(model, edges)
+            if receiver == "logits":
+                grad = g.stream[-1]
+            else:
+                grad = sum(g.inputs[receiver[0]][..., paths.INPUTS.index(c), receiver[1], :, :] for c in sorted(via))
+            change = a_clean[sender] - a_corrupt[sender]
+        out[n] = (grad * change)[..., keep, :].sum()
+    return out
