@@ -654,22 +654,20 @@ def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
     return logits
 
 
-def _path_patch(model: Model, clean, corrupt, edges, clean_writes=None) -> np.ndarray:
+def _path_patch(model: Model, clean, corrupt, edges, clean_trace=None) -> np.ndarray:
     """Each edge's sender term, in its receivers' inputs only, replaced by its value in the clean run.
 
     :func:`attnlib.paths.trace`'s edits (whose edges and checks it uses),
     with the removed term ``this run's write - the clean run's write`` row by
     row: ``paths.trace(..., how="mean", reference=r)`` is the special case
-    of one clean sequence ``r`` for every row. ``clean_writes`` (the clean
-    run's ``Trace.writes``) saves a forward pass when the caller has them.
+    of one clean sequence ``r`` for every row. ``clean_trace`` (the clean
+    run's cached ``Trace``) saves a forward pass when the caller has it.
     """
     cuts = paths._edges(model, edges)
-    if clean_writes is None:
-        clean_writes = model.trace(clean).writes  # per layer (..., n_heads, T, d_model)
+    clean_cache = (clean_trace if clean_trace is not None else model.run(clean)).cache
 
     def removed(sender, cache):
-        l, h = sender
-        return cache[sender] - clean_writes[l][..., h, :, :]  # (..., T, d_model)
+        return cache[sender] - clean_cache[sender]  # (..., T, d_model)
 
     return model.run(corrupt, paths.cut_edits(model, cuts, removed), cache=False).logits
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from .checks import answer_of
 from .model import Model, Trace
+from .objectives import Linear, Metric
 
 
 class Gradients(NamedTuple):
@@ -48,7 +49,7 @@ class Gradients(NamedTuple):
     summed over the batch (each sequence's activations are its own).
     """
 
-    metric: float  #: ``(direction * logits).sum()`` in this run
+    metric: float  #: the metric in this run (``(direction * logits).sum()`` for a direction)
     trace: Trace  #: the forward pass the gradients were taken at
     stream: np.ndarray  #: (n_layers + 1, ..., T, d_model): w.r.t. the stream before each layer, and the final one
     queries: list  #: per layer, (..., n_heads, T, d_head)
@@ -76,8 +77,10 @@ def _unsmear(g, s):
     return s * g + (1 - s) * back
 
 
-def check_direction(model: Model, tokens: np.ndarray, direction) -> np.ndarray:
-    """``direction`` as a float array of the logits' shape, or a clear error."""
+def check_direction(model: Model, tokens: np.ndarray, direction):
+    """``direction`` as a float array of the logits' shape (or a :class:`~attnlib.objectives.Metric`), or a clear error."""
+    if isinstance(direction, Metric):
+        return direction
     direction = np.asarray(direction, dtype=float)
     want = tokens.shape + (model.vocab,)
     if direction.shape != want:
@@ -89,16 +92,23 @@ def check_direction(model: Model, tokens: np.ndarray, direction) -> np.ndarray:
 
 
 @answer_of("10_attribution_patching")
-def gradients(model: Model, tokens, direction) -> Gradients:
+def gradients(model: Model, tokens, direction, edits=None) -> Gradients:
     """Run ``model`` on ``tokens`` and take the exact gradient of ``(direction * logits).sum()``.
 
     Parameters
     ----------
     model : Model
     tokens : (..., T) array_like of int
-    direction : (..., T, vocab) array_like
+    direction : (..., T, vocab) array_like, or Metric
         The metric's weights on the logits: one-hot for a logit, ``1/n`` on
-        ``n`` entries for a mean logit, ``+1`` and ``-1`` for a difference.
+        ``n`` entries for a mean logit, ``+1`` and ``-1`` for a difference;
+        or any :class:`attnlib.objectives.Metric` (a log-probability, the KL
+        divergence ...), whose gradient at this run's logits starts the pass.
+    edits : optional
+        Edits of the forward pass (:meth:`attnlib.model.Model.run`), held
+        fixed: the gradients are those of the edited run with respect to the
+        activations downstream of each edit (e.g. an embedding moved part of
+        the way to another input's, for integrated gradients).
 
     Returns
     -------
@@ -115,7 +125,9 @@ def gradients(model: Model, tokens, direction) -> Gradients:
     """
     tokens = model._tokens(tokens)
     direction = check_direction(model, tokens, direction)
-    tr = model.run(tokens)  # the forward side
+    tr = model.run(tokens, edits)  # the forward side
+    metric = direction if isinstance(direction, Metric) else Linear(direction)
+    direction = metric.gradient(tr.logits)  # (..., T, vocab): d metric / d logits
     g = direction @ model.W_U.T  # (..., T, d_model): the final stream
     stream = [g]
     queries, keys, values, weights, inputs = [], [], [], [], []
@@ -142,6 +154,6 @@ def gradients(model: Model, tokens, direction) -> Gradients:
         values.append(gV)
         weights.append(gA)
         inputs.append(g_in)
-    metric = float((direction * tr.logits).sum())
-    return Gradients(metric, tr, np.stack(stream[::-1]), queries[::-1], keys[::-1], values[::-1], weights[::-1],
+    return Gradients(metric.value(tr.logits), tr, np.stack(stream[::-1]), queries[::-1], keys[::-1], values[::-1],
+                     weights[::-1],
                      inputs[::-1])

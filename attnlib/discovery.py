@@ -23,8 +23,8 @@ Examples
 --------
 >>> from attnlib.model import load
 >>> m = load("induction")
->>> len(all_edges(m))   # 4 x 4 x 3 into layer 1, 8 into the logits
-56
+>>> len(all_edges(m))   # the input: 8 x 3 into the heads and the logits; each layer-0 head: 4 x 3 and the logits
+81
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ import numpy as np
 
 from . import attribution, backward
 from .model import Model
+from .objectives import Linear, Metric
 from .paths import INPUTS, Edge
 
 _counters: list = []
@@ -66,8 +67,8 @@ def counting():
     >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
     >>> with counting() as cost:
     ...     _ = edge_effects(m, clean, corrupt, d)
-    >>> cost.forward, cost.backward     # the clean and corrupt runs, and one per edge
-    (58, 0)
+    >>> cost.forward, cost.backward     # the clean and corrupt runs, and one per edge (the input's 25 too)
+    (83, 0)
     """
     cost = Cost()
     _counters.append(cost)
@@ -83,32 +84,47 @@ def _count(forward: int = 0, backward: int = 0) -> None:
         c.backward += backward
 
 
-def all_edges(model: Model) -> list:
-    """Every edge of the model's graph between heads: each head to each later head's q, k, v, and to the logits.
+def all_edges(model: Model, embed: bool = True) -> list:
+    """Every edge of the model's graph: the input and each head to each later head's q, k, v, and to the logits.
 
-    Senders are heads only (the embedding is not a term :mod:`attnlib.paths`
-    can cut), and an edge into a head names one of its inputs.
+    The input (``"embed"``: the token and position embeddings together) is a
+    sender, as in the graphs of Conmy et al. (ACDC), Syed et al. (EAP) and
+    auto-circuit; ``embed=False`` gives the graph between heads only. An edge
+    into a head names one of its inputs.
 
     Returns
     -------
     list of Edge
-        In order of sender, then receiver (``"logits"`` last), then ``q, k, v``.
+        In order of sender (the input first), then receiver (``"logits"`` last), then ``q, k, v``.
 
     Examples
     --------
     >>> from attnlib.model import load
     >>> all_edges(load("induction"))[:2]
-    [Edge(sender=(0, 0), receiver=(1, 0), via='q'), Edge(sender=(0, 0), receiver=(1, 0), via='k')]
+    [Edge(sender='embed', receiver=(0, 0), via='q'), Edge(sender='embed', receiver=(0, 0), via='k')]
+    >>> len(all_edges(load("induction"))), len(all_edges(load("induction"), embed=False))
+    (81, 56)
     """
     if not isinstance(model, Model):
         raise TypeError(f"model must be an attnlib Model, got {type(model).__name__}")
+    senders = (["embed"] if embed else []) + [(l, h) for l, w in enumerate(model.layers) for h in range(w.n_heads)]
     out = []
-    for l, w in enumerate(model.layers):
-        for h in range(w.n_heads):
-            out += [Edge((l, h), (r, j), c) for r in range(l + 1, model.n_layers)
-                    for j in range(model.layers[r].n_heads) for c in INPUTS]
-            out.append(Edge((l, h), "logits"))
+    for s in senders:
+        first = 0 if s == "embed" else s[0] + 1
+        out += [Edge(s, (r, j), c) for r in range(first, model.n_layers)
+                for j in range(model.layers[r].n_heads) for c in INPUTS]
+        out.append(Edge(s, "logits"))
     return out
+
+
+def _edges_of(model, edges) -> list:
+    """``edges``, or the whole graph (:func:`all_edges`) for None."""
+    return all_edges(model) if edges is None else list(edges)
+
+
+def _layer(sender) -> int:
+    """The layer a sender writes from: -1 for the input."""
+    return -1 if isinstance(sender, str) else sender[0]
 
 
 class _Runs:
@@ -123,30 +139,30 @@ class _Runs:
             raise ValueError(f"clean has shape {self.clean.shape} and corrupt {self.corrupt.shape}: they must"
                              " match (row i of one is noised from row i of the other)")
         self.direction = backward.check_direction(model, self.clean, direction)
+        self.metric = self.direction if isinstance(self.direction, Metric) else Linear(self.direction)
 
     def traces(self):
         self.clean_trace = self.model.trace(self.clean)
-        self.corrupt_trace = self.model.trace(self.corrupt)
+        self.corrupt_trace = self.model.run(self.corrupt)
         _count(forward=2)
         self.base = self.metric_of(self.clean_trace.logits)
 
     def metric_of(self, logits) -> float:
-        return float((self.direction * logits).sum())
+        return self.metric.value(logits)
 
     def noised(self, edges) -> float:
         """The metric of the clean run with ``edges`` noised from the corrupt run (one forward pass)."""
         logits = attribution._path_patch(self.model, self.corrupt, self.clean, list(edges),
-                                         clean_writes=self.corrupt_trace.writes)
+                                         clean_trace=self.corrupt_trace)
         _count(forward=1)
         return self.metric_of(logits)
 
 
 def _write(trace, sender) -> np.ndarray:
-    l, h = sender
-    return trace.writes[l][..., h, :, :]  # (..., T, d_model)
+    return trace.cache[sender]  # (..., T, d_model): a head's write, or the embedding
 
 
-def edge_effects(model: Model, clean, corrupt, direction) -> dict:
+def edge_effects(model: Model, clean, corrupt, direction, edges=None) -> dict:
     """Each edge's exact effect on the metric, noised alone from the clean run.
 
     For each edge of :func:`all_edges`, the sender's write in that
@@ -159,8 +175,10 @@ def edge_effects(model: Model, clean, corrupt, direction) -> dict:
     model : Model
     clean, corrupt : (..., T) array_like of int
         The same shape; batch rows are paired.
-    direction : (..., T, vocab) array_like
-        The metric's weights on the logits.
+    direction : (..., T, vocab) array_like, or Metric
+        The metric's weights on the logits, or a :class:`attnlib.objectives.Metric`.
+    edges : list of Edge, optional
+        The graph (default :func:`all_edges`: the input and every head).
 
     Returns
     -------
@@ -180,10 +198,10 @@ def edge_effects(model: Model, clean, corrupt, direction) -> dict:
     """
     runs = _Runs(model, clean, corrupt, direction)
     runs.traces()
-    return {e: runs.noised([e]) - runs.base for e in all_edges(model)}
+    return {e: runs.noised([e]) - runs.base for e in _edges_of(model, edges)}
 
 
-def eap(model: Model, clean, corrupt, direction) -> dict:
+def eap(model: Model, clean, corrupt, direction, edges=None) -> dict:
     """Edge attribution patching (Syed et al., 2023): each edge's effect to first order, at the clean run.
 
     The estimate for an edge is ``g · (w_corrupt - w_clean)``: the gradient
@@ -199,7 +217,9 @@ def eap(model: Model, clean, corrupt, direction) -> dict:
     ----------
     model : Model
     clean, corrupt : (..., T) array_like of int
-    direction : (..., T, vocab) array_like
+    direction : (..., T, vocab) array_like, or Metric
+    edges : list of Edge, optional
+        The graph (default :func:`all_edges`).
 
     Returns
     -------
@@ -219,10 +239,10 @@ def eap(model: Model, clean, corrupt, direction) -> dict:
     """
     runs = _Runs(model, clean, corrupt, direction)
     g = backward.gradients(model, runs.clean, runs.direction)
-    corrupt_trace = model.trace(runs.corrupt)
+    corrupt_trace = model.run(runs.corrupt)
     _count(forward=2, backward=1)
     out = {}
-    for e in all_edges(model):
+    for e in _edges_of(model, edges):
         change = _write(corrupt_trace, e.sender) - _write(g.trace, e.sender)  # (..., T, d_model)
         if e.receiver == "logits":
             grad = g.stream[-1]
@@ -232,30 +252,42 @@ def eap(model: Model, clean, corrupt, direction) -> dict:
     return out
 
 
-def acdc(model: Model, clean, corrupt, direction, threshold: float) -> list:
+def acdc(model: Model, clean, corrupt, direction, threshold: float, test: str = "abs", edges=None) -> list:
     """Automatic circuit discovery (Conmy et al., 2023) with exact path patching.
 
-    Start from the full graph (:func:`all_edges`, nothing noised). Visit the
+    Start from the full graph (``edges``, nothing noised). Visit the
     receivers from the logits back (the logits, then the last layer's heads,
     ...; each head's ``q``, ``k``, ``v`` in turn), and for each incoming edge
-    (latest sender first) noise it on top of the edges already removed: if
-    the metric moves by less than ``threshold`` (in absolute value) from its
-    value before this edge, the edge stays removed, else it is put back.
+    (latest sender first, the input last) noise it on top of the edges
+    already removed, and compare the metric with its value before this edge:
+    the edge stays removed if the change passes ``test``, else it is put back.
     One forward pass per edge tried.
+
+    The test is ACDC's: ``"signed"`` removes an edge when the metric rises by
+    less than ``threshold`` (a fall always passes); that is the paper's
+    default (``abs_value_threshold=False``), meant for a metric that grows as
+    the circuit gets worse, such as the KL divergence from the clean run
+    (:class:`attnlib.objectives.KL`). ``"abs"`` removes it when the metric
+    moves by less than ``threshold`` either way (``abs_value_threshold=True``),
+    the test for a metric such as a logit, which noise can move up or down.
+    Neither bounds the total change: each step is compared with the last.
 
     Parameters
     ----------
     model : Model
     clean, corrupt : (..., T) array_like of int
-    direction : (..., T, vocab) array_like
-        The metric ``(direction * logits).sum()``.
+    direction : (..., T, vocab) array_like, or Metric
+        The metric: ``(direction * logits).sum()``, or a :class:`attnlib.objectives.Metric`.
     threshold : float
         Non-negative: the smallest change that keeps an edge.
+    test : {"abs", "signed"}
+    edges : list of Edge, optional
+        The graph to start from (default :func:`all_edges`).
 
     Returns
     -------
     list of Edge
-        The kept edges, in the order of :func:`all_edges`.
+        The kept edges, in the order of ``edges``.
 
     Examples
     --------
@@ -264,7 +296,7 @@ def acdc(model: Model, clean, corrupt, direction, threshold: float) -> list:
     >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
     >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
     >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
-    >>> for e in acdc(m, clean, corrupt, d, threshold=0.5):
+    >>> for e in acdc(m, clean, corrupt, d, threshold=0.5, edges=all_edges(m, embed=False)):
     ...     print(e)
     Edge(sender=(0, 0), receiver=(1, 1), via='q')
     Edge(sender=(1, 1), receiver='logits', via='qkv')
@@ -272,21 +304,111 @@ def acdc(model: Model, clean, corrupt, direction, threshold: float) -> list:
     if (not isinstance(threshold, numbers.Real) or isinstance(threshold, bool) or not np.isfinite(threshold)
             or threshold < 0):
         raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
+    if test not in ("abs", "signed"):
+        raise ValueError(f"test must be 'abs' (|change| < threshold) or 'signed' (change < threshold), got {test!r}")
     runs = _Runs(model, clean, corrupt, direction)
     runs.traces()
-    edges = all_edges(model)
-    receivers = ["logits"] + [((l, j), c) for l in reversed(range(1, model.n_layers))
+    edges = _edges_of(model, edges)
+    receivers = ["logits"] + [((l, j), c) for l in reversed(range(model.n_layers))
                               for j in range(model.layers[l].n_heads) for c in INPUTS]
     removed, current = [], runs.base
     for r in receivers:
         incoming = [e for e in edges if (e.receiver == "logits" if r == "logits" else (e.receiver, e.via) == r)]
-        for e in sorted(incoming, key=lambda e: (-e.sender[0], e.sender[1])):
+        for e in sorted(incoming, key=lambda e: (-_layer(e.sender), 0 if isinstance(e.sender, str) else e.sender[1])):
             trial = runs.noised(removed + [e])
-            if abs(trial - current) < threshold:
+            change = trial - current
+            if (abs(change) if test == "abs" else change) < threshold:
                 removed.append(e)
                 current = trial
     gone = set(removed)
     return [e for e in edges if e not in gone]
+
+
+def faithfulness(model: Model, clean, corrupt, edges, direction, graph=None) -> float:
+    """How much of the clean–corrupt gap a circuit keeps: its edges from the clean run, every other edge noised.
+
+    ``(metric(circuit) - metric(corrupt)) / (metric(clean) - metric(corrupt))``:
+    the circuit's run is the clean run with every edge of ``graph`` that is not
+    in ``edges`` noised from the corrupt run (path patching, one forward pass).
+    1 means the circuit alone carries the whole gap; 0 means it carries none.
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+    edges : collection of Edge
+        The circuit.
+    direction : (..., T, vocab) array_like, or Metric
+    graph : list of Edge, optional
+        Every edge (default :func:`all_edges`).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> m, circuit = planted("k")
+    >>> toks = np.array([[0, 3, 1, 4, 6, 3, 1, 4, 6]]); other = toks.copy(); other[0, 5:] = [5, 2, 7, 5]
+    >>> d = np.zeros((1, 9, m.vocab)); d[0, 6, 4] = 1.0
+    >>> round(faithfulness(m, toks, other, circuit, d, all_edges(m, embed=False)), 6)
+    1.0
+    """
+    runs = _Runs(model, clean, corrupt, direction)
+    runs.traces()
+    gap = runs.base - runs.metric_of(runs.corrupt_trace.logits)
+    if gap == 0:
+        raise ValueError("the clean and corrupt runs give the same metric: there is no gap to keep")
+    keep = set(edges)
+    noised = [e for e in _edges_of(model, graph) if e not in keep]
+    return (runs.noised(noised) - runs.metric_of(runs.corrupt_trace.logits)) / gap
+
+
+def roc(scores, truth) -> tuple:
+    """The ROC curve of ranking edges by ``|score|`` against the true circuit, and its area.
+
+    Every threshold at once: the false and true positive rates of keeping the
+    ``k`` edges with the largest ``|score|``, for ``k = 0 .. n``; the area under
+    the curve (AUC) is the chance that a true edge outranks a false one (ties
+    count half). 0.5 is what a random ranking gives.
+
+    Parameters
+    ----------
+    scores : dict of Edge to float
+    truth : collection of Edge
+        The true edges (all among ``scores``' keys).
+
+    Returns
+    -------
+    fpr, tpr : (n + 1,) ndarray
+    auc : float
+
+    Examples
+    --------
+    >>> e = [Edge((0, 0), "logits"), Edge((0, 1), "logits"), Edge((0, 2), "logits")]
+    >>> roc({e[0]: -3.0, e[1]: 0.5, e[2]: 1.0}, [e[0], e[2]])[2]
+    1.0
+    """
+    truth = set(truth)
+    missing = truth - set(scores)
+    if missing:
+        raise ValueError(f"true edges without a score: {sorted(map(str, missing))}")
+    is_true = np.array([e in truth for e in scores])
+    n_true, n_false = is_true.sum(), (~is_true).sum()
+    if not n_true or not n_false:
+        raise ValueError("an ROC curve needs at least one true and one false edge")
+    magnitude = np.abs(np.array(list(scores.values()), dtype=float))
+    order = np.argsort(-magnitude, kind="stable")
+    tpr = np.concatenate([[0.0], np.cumsum(is_true[order]) / n_true])
+    fpr = np.concatenate([[0.0], np.cumsum(~is_true[order]) / n_false])
+    # the AUC by ranks (Mann-Whitney), so that tied scores count half whatever their order
+    ranks = np.empty(len(magnitude))
+    ranks[np.argsort(magnitude, kind="stable")] = np.arange(1, len(magnitude) + 1)
+    for v in np.unique(magnitude):
+        tied = magnitude == v
+        ranks[tied] = ranks[tied].mean()
+    auc = (ranks[is_true].sum() - n_true * (n_true + 1) / 2) / (n_true * n_false)
+    return fpr, tpr, float(auc)
 
 
 def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: float = 10.0) -> tuple:

@@ -48,14 +48,18 @@ from .model import Model, Trace
 INPUTS = "qkv"
 """A head's three reads of the stream: queries, keys, values."""
 
+EMBEDDINGS = ("embed", "tok", "pos")
+"""Senders before layer 0: the embedding (token and position together), or either alone."""
+
 
 class Edge(NamedTuple):
     """A path to cut: ``sender``'s term, removed from ``receiver``'s inputs ``via``.
 
     Parameters
     ----------
-    sender : (int, int)
-        ``(layer, head)`` whose write is removed.
+    sender : (int, int) or "embed"
+        ``(layer, head)`` whose write is removed, or the input: ``"embed"``
+        (token and position embeddings together), ``"tok"`` or ``"pos"``.
     receiver : (int, int) or "logits"
         A head of a later layer, or the unembedding.
     via : str
@@ -111,12 +115,17 @@ def _edges(model, edges) -> list:
             e = Edge(*e) if isinstance(e, tuple) and 2 <= len(e) <= 3 else None
             if e is None:
                 raise TypeError("edges must be Edge(sender, receiver, via) tuples")
-        sender = _pair(model, tuple(e.sender), "sender")
+        if isinstance(e.sender, str):
+            if e.sender not in EMBEDDINGS:
+                raise ValueError(f"sender {e.sender!r} is not a (layer, head) pair nor one of {EMBEDDINGS}")
+            sender = e.sender
+        else:
+            sender = _pair(model, tuple(e.sender), "sender")
         if e.receiver == "logits":
             out.append((sender, "logits", set(INPUTS)))
             continue
         receiver = _pair(model, tuple(e.receiver), "receiver")
-        if receiver[0] <= sender[0]:
+        if not isinstance(sender, str) and receiver[0] <= sender[0]:
             raise ValueError(f"receiver L{receiver[0]}H{receiver[1]} must be in a later layer than sender"
                              f" L{sender[0]}H{sender[1]}: a head reads only what earlier layers wrote")
         via = set(e.via) if isinstance(e.via, str) else None
@@ -176,11 +185,13 @@ def trace(model: Model, tokens, edges=(), how: str = "zero", reference=None,
         if ref.ndim < 2 or ref.shape[-1] != T:
             raise ValueError(f"mean ablation needs a batch of sequences of T = {T} tokens to average over;"
                              f" got {'reference' if reference is not None else 'tokens'} of shape {ref.shape}")
-        means = [w.mean(axis=tuple(range(ref.ndim - 1))) for w in model.trace(ref).writes]  # (n_heads, T, d)
+        ref_cache = model.run(ref).cache
+        means = {s: np.broadcast_to(ref_cache[s], ref.shape + (model.d_model,)).mean(axis=tuple(range(ref.ndim - 1)))
+                 for s in {s for s, _, _ in cuts}}  # (T, d_model) each
 
     def removed(sender, cache):
-        term = cache[sender]  # (..., T, d_model): the sender's write in this run
-        return term if means is None else term - means[sender[0]][sender[1]]
+        term = cache[sender]  # (..., T, d_model): the sender's write (or the embedding) in this run
+        return term if means is None else term - means[sender]
 
     edits = cut_edits(model, cuts, removed)
     edits += [((l, h, "weights"), A) for (l, h), A in forced.items()]

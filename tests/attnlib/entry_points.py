@@ -75,10 +75,13 @@ def compute(name) -> dict:
     if L > 1 and m.vocab < 100:
         d = np.zeros(toks.shape + (m.vocab,))
         d[:, -2, toks[:, -1]] = 1.0
-        fx = discovery.edge_effects(m, toks, other, d)
+        # the graph between heads (before the input was a node of it, it was the whole graph)
+        graph = {"edges": discovery.all_edges(m, embed=False)} if "embed" in str(
+            __import__("inspect").signature(discovery.all_edges)) else {}
+        fx = discovery.edge_effects(m, toks, other, d, **graph)
         out["edge_effects"] = np.array(list(fx.values()))
-        out["eap"] = np.array(list(discovery.eap(m, toks, other, d).values()))
-        kept = discovery.acdc(m, toks, other, d, threshold=0.05)
+        out["eap"] = np.array(list(discovery.eap(m, toks, other, d, **graph).values()))
+        kept = discovery.acdc(m, toks, other, d, threshold=0.05, **graph)
         out["acdc"] = np.array([list(fx).index(e) for e in kept])
     return {f"{name}/{k}": _sample(np.asarray(v, dtype=float)) for k, v in out.items()}
 

@@ -31,8 +31,13 @@ def toy():
     return load("induction")
 
 
+def heads(model):
+    """The graph between heads (these tests predate the input as a node: tests/attnlib/test_graph.py has it)."""
+    return all_edges(model, embed=False)
+
+
 def test_all_edges(toy):
-    edges = all_edges(toy)
+    edges = heads(toy)
     assert len(edges) == 4 * 4 * 3 + 8 == len(set(edges))
     assert Edge((0, 2), (1, 0), "k") in edges and Edge((1, 3), "logits") in edges
     paths._edges(toy, edges)  # every one is an edge paths can cut
@@ -40,12 +45,12 @@ def test_all_edges(toy):
     three = Model(rng.standard_normal((5, 8)), rng.standard_normal((6, 8)), rng.standard_normal((8, 5)),
                   [random_weights(8, h, seed=h, d_head=4) for h in (2, 1, 3)], {})
     # layer 0 (2 heads) into layers 1 and 2 (4 heads), layer 1 into layer 2; 3 inputs each; 6 heads into the logits
-    assert len(all_edges(three)) == 3 * (2 * 4 + 1 * 3) + 6
+    assert len(heads(three)) == 3 * (2 * 4 + 1 * 3) + 6
 
 
 def test_edge_effects_against_an_independent_forward(toy):
     clean, corrupt, d = repeats(toy, 3, 6, seed=1)
-    fx = edge_effects(toy, clean, corrupt, d)
+    fx = edge_effects(toy, clean, corrupt, d, edges=heads(toy))
     base = (d * ref_model_run(toy, clean)).sum()
     w_clean, w_corrupt = toy.trace(clean).writes, toy.trace(corrupt).writes
     for e in [Edge((0, 2), (1, 0), "k"), Edge((0, 0), (1, 3), "q"), Edge((0, 3), (1, 1), "v"), Edge((1, 2), "logits")]:
@@ -58,7 +63,7 @@ def test_edge_effects_against_an_independent_forward(toy):
 
 def test_eap_is_exact_into_the_logits_and_first_order_elsewhere(toy):
     clean, corrupt, d = repeats(toy, 3, 6, seed=2)
-    est, fx = eap(toy, clean, corrupt, d), edge_effects(toy, clean, corrupt, d)
+    est, fx = eap(toy, clean, corrupt, d, edges=heads(toy)), edge_effects(toy, clean, corrupt, d, edges=heads(toy))
     assert est.keys() == fx.keys()
     into_logits = [e for e in est if e.receiver == "logits"]
     assert len(into_logits) == 8
@@ -93,22 +98,22 @@ def test_planted_model_does_induction_and_its_distractors_are_unread(composition
 def test_acdc_recovers_exactly_the_planted_edges(composition):
     m, circuit = planted(composition)
     clean, corrupt, d = repeats(m, 20, 5, seed=4)
-    fx = edge_effects(m, clean, corrupt, d)
+    fx = edge_effects(m, clean, corrupt, d, edges=heads(m))
     planted_min = min(abs(fx[e]) for e in circuit)
     distractor_max = max(abs(v) for e, v in fx.items() if e not in circuit)
     assert planted_min > 0.1 and distractor_max < 1e-9
     for threshold in (1e-6, planted_min / 2, 0.9 * planted_min):
         with counting() as cost:
-            kept = acdc(m, clean, corrupt, d, threshold)
+            kept = acdc(m, clean, corrupt, d, threshold, edges=heads(m))
         assert kept == circuit, threshold
-        assert (cost.forward, cost.backward) == (2 + len(all_edges(m)), 0)
-    assert acdc(m, clean, corrupt, d, 0.0) == all_edges(m)  # nothing changes the metric by less than 0
-    assert acdc(m, clean, corrupt, d, 1e6) == []
+        assert (cost.forward, cost.backward) == (2 + len(heads(m)), 0)
+    assert acdc(m, clean, corrupt, d, 0.0, edges=heads(m)) == heads(m)  # nothing changes the metric by less than 0
+    assert acdc(m, clean, corrupt, d, 1e6, edges=heads(m)) == []
 
 
 def test_acdc_keeps_the_previous_token_heads_key_edges_in_the_trained_model(toy):
     clean, corrupt, d = repeats(toy, 8, 10, seed=5)
-    kept = acdc(toy, clean, corrupt, d, threshold=0.05)
+    kept = acdc(toy, clean, corrupt, d, threshold=0.05, edges=heads(toy))
     prev = toy.card["metrics"]["previous_token_head"][1]
     assert any(e.sender == (0, prev) and e.via == "k" and e.receiver != "logits" for e in kept)
     assert any(e.receiver == "logits" and e.sender[0] == 1 for e in kept)
@@ -119,9 +124,9 @@ def test_counting_counts_each_method():
     clean, corrupt, d = repeats(m, 2, 5, seed=6)
     with counting() as outer:
         with counting() as c1:
-            edge_effects(m, clean, corrupt, d)
+            edge_effects(m, clean, corrupt, d, edges=heads(m))
         with counting() as c2:
-            eap(m, clean, corrupt, d)
+            eap(m, clean, corrupt, d, edges=heads(m))
     assert (c1.forward, c1.backward) == (2 + 2 * 2 * 3 + 4, 0)
     assert (c2.forward, c2.backward) == (2, 1)
     assert (outer.forward, outer.backward) == (c1.forward + c2.forward, 1)
@@ -132,7 +137,7 @@ def test_bad_input():
     m, _ = planted("k")
     clean, corrupt, d = repeats(m, 2, 5, seed=7)
     with pytest.raises(ValueError, match="threshold must be a finite number >= 0"):
-        acdc(m, clean, corrupt, d, -1)
+        acdc(m, clean, corrupt, d, -1, edges=heads(m))
     with pytest.raises(ValueError, match="threshold"):
         acdc(m, clean, corrupt, d, float("nan"))
     with pytest.raises(ValueError, match="clean has shape"):
@@ -147,7 +152,7 @@ def test_bad_input():
 
 def test_score():
     m, circuit = planted("q")
-    edges = all_edges(m)
+    edges = heads(m)
     assert discovery.score(circuit, circuit) == (1.0, 1.0)
     assert discovery.score(edges, circuit) == (2 / len(edges), 1.0)
     assert discovery.score([], circuit) == (1.0, 0.0)
@@ -165,7 +170,7 @@ def test_acdc_against_a_plain_greedy_loop(toy):
 
     threshold = 0.02
     removed, current = [], metric([])
-    order = sorted((e for e in all_edges(toy) if e.receiver == "logits"),
+    order = sorted((e for e in heads(toy) if e.receiver == "logits"),
                    key=lambda e: (-e.sender[0], e.sender[1]))  # the latest sender first
     order += [Edge((0, h), (1, j), c) for j in range(4) for c in "qkv" for h in range(4)]
     for e in order:
@@ -173,6 +178,6 @@ def test_acdc_against_a_plain_greedy_loop(toy):
         if abs(trial - current) < threshold:
             removed.append(e)
             current = trial
-    want = [e for e in all_edges(toy) if e not in removed]
-    assert acdc(toy, clean, corrupt, d, threshold) == want
-    assert 0 < len(want) < len(all_edges(toy))
+    want = [e for e in heads(toy) if e not in removed]
+    assert acdc(toy, clean, corrupt, d, threshold, edges=heads(toy)) == want
+    assert 0 < len(want) < len(heads(toy))

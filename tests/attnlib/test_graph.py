@@ -1,0 +1,172 @@
+"""The graph with the input as a node, metrics beyond a direction, ACDC's two tests, faithfulness and ROC (chapter 17)."""
+import numpy as np
+import pytest
+
+from attnlib import backward, discovery, objectives, paths, sites
+from attnlib.attribution import patch
+from attnlib.discovery import Edge, all_edges
+from attnlib.model import load
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load("induction")
+
+
+@pytest.fixture(scope="module")
+def runs(toy):
+    clean = np.array([[50, *range(s, s + 6), *range(s, s + 6)] for s in (11, 21, 31)])  # a span, then again
+    corrupt = clean.copy()
+    corrupt[:, 3] = 5  # one token of the first occurrence replaced (as discovery's examples do)
+    return clean, corrupt
+
+
+def induction_direction(toy, clean):
+    """The logit, at position 9, of the token that followed it in the first occurrence."""
+    d = np.zeros(clean.shape + (toy.vocab,))
+    d[np.arange(len(clean)), 9, clean[:, 10]] = 1.0
+    return d
+
+
+def test_the_input_is_a_sender_of_every_head_and_the_logits(toy):
+    edges = all_edges(toy)
+    from_input = [e for e in edges if e.sender == "embed"]
+    assert len(from_input) == 8 * 3 + 1 and from_input[-1] == Edge("embed", "logits")
+    assert all_edges(toy, embed=False) == [e for e in edges if e.sender != "embed"]
+
+
+def test_every_edge_patched_at_once_is_the_other_run(toy, runs):
+    """With the input a node, path-patching every edge gives every reader the other run's values: that run.
+    Without it, the embedding stays: the heads-only graph cannot reach the other run."""
+    clean, corrupt = runs
+    np.testing.assert_allclose(patch(toy, clean, corrupt, all_edges(toy)), toy.forward(clean), atol=1e-10)
+    assert not np.allclose(patch(toy, clean, corrupt, all_edges(toy, embed=False)), toy.forward(clean), atol=1e-3)
+
+
+@pytest.mark.parametrize("sender", ["embed", "tok", "pos"])
+@pytest.mark.parametrize("receiver,via", [((0, 2), "v"), ((1, 1), "k"), ((1, 0), "qv"), ("logits", "qkv")])
+def test_an_input_edge_is_the_run_with_that_read_replaced(toy, runs, sender, receiver, via):
+    clean, corrupt = runs
+    other = toy.run(clean).cache
+    if receiver == "logits":
+        edits = {(toy.n_layers, "stream"): lambda s, x, c: x - c[sender] + other[sender]}
+    else:
+        edits = {(*receiver, "x_" + v): (lambda s, x, c: x - c[sender] + other[sender]) for v in via}
+    by_hand = toy.run(corrupt, edits).logits
+    np.testing.assert_allclose(patch(toy, clean, corrupt, [Edge(sender, receiver, via)]), by_hand, atol=1e-12)
+    np.testing.assert_allclose(paths.forward(toy, corrupt, [Edge(sender, receiver, via)]),
+                               toy.run(corrupt, {s: (lambda s_, x, c: x - c[sender]) for s in edits}).logits,
+                               atol=1e-12)
+
+
+def test_an_input_edge_cannot_be_mistaken(toy):
+    with pytest.raises(ValueError, match="'embedding' is not a"):
+        paths.forward(toy, np.arange(5), [Edge("embedding", (1, 0), "k")])
+
+
+def test_edge_effects_of_the_input_are_path_patches(toy, runs):
+    clean, corrupt = runs
+    d = np.zeros(clean.shape + (toy.vocab,))
+    d[:, 9, :] = np.random.default_rng(0).standard_normal(toy.vocab)
+    fx = discovery.edge_effects(toy, clean, corrupt, d, edges=[e for e in all_edges(toy) if e.sender == "embed"])
+    base = (d * toy.forward(clean)).sum()
+    for e, v in fx.items():
+        assert v == pytest.approx((d * patch(toy, corrupt, clean, [e])).sum() - base, abs=1e-9)
+
+
+# --- metrics -----------------------------------------------------------------------
+
+def metrics(logits):
+    reference = logits + np.random.default_rng(3).normal(0, 0.5, logits.shape)
+    return [objectives.Linear(np.random.default_rng(4).standard_normal(logits.shape)),
+            objectives.LogitDifference(-2, [3, 4, 5], 7), objectives.LogProb(5, [1, 2, 3]),
+            objectives.KL(reference), objectives.KL(reference, positions=[2, 9])]
+
+
+def test_each_metrics_gradient_is_its_finite_difference(toy, runs):
+    logits = toy.forward(runs[0])
+    rng = np.random.default_rng(5)
+    for metric in metrics(logits):
+        g = metric.gradient(logits)
+        for _ in range(3):
+            step = rng.standard_normal(logits.shape)
+            eps = 1e-6
+            fd = (metric.value(logits + eps * step) - metric.value(logits - eps * step)) / (2 * eps)
+            assert (g * step).sum() == pytest.approx(fd, rel=1e-6, abs=1e-7), metric
+
+
+def test_gradients_of_a_nonlinear_metric_are_its_finite_differences_through_the_model(toy, runs):
+    clean = runs[0]
+    metric = objectives.LogProb(8, clean[:, 9])
+    g = backward.gradients(toy, clean, metric)
+    assert g.metric == pytest.approx(metric.value(toy.forward(clean)))
+    step = np.random.default_rng(6).standard_normal(clean.shape + (toy.d_model,))
+    eps = 1e-6
+
+    def moved(t):
+        return metric.value(toy.run(clean, {"embed": lambda s, x, c: x + t * step}).logits)
+
+    assert (g.stream[0] * step).sum() == pytest.approx((moved(eps) - moved(-eps)) / (2 * eps), rel=1e-5)
+
+
+def test_eap_with_the_kl_divergence_sees_nothing_at_the_clean_run(toy, runs):
+    """The KL divergence from the clean run is smallest there: its gradient is zero, so EAP estimates 0
+    for every edge, however large the exact effect (why EAP uses a logit difference and ACDC the KL)."""
+    clean, corrupt = runs
+    kl = objectives.KL(toy.forward(clean))
+    est = discovery.eap(toy, clean, corrupt, kl)
+    assert max(abs(v) for v in est.values()) < 1e-12
+    exact = discovery.edge_effects(toy, clean, corrupt, kl, edges=all_edges(toy)[:30])
+    assert max(exact.values()) > 0.05 and min(exact.values()) >= -1e-12  # noising can only raise it
+
+
+def test_acdc_tests(toy, runs):
+    clean, corrupt = runs
+    kl = objectives.KL(toy.forward(clean))
+    graph = all_edges(toy, embed=False)
+    signed, absolute = (discovery.acdc(toy, clean, corrupt, kl, 0.02, test=t, edges=graph) for t in ("signed", "abs"))
+    assert signed and set(signed) <= set(graph)
+    d = induction_direction(toy, clean)
+    # with a linear metric, a signed test drops every edge whose noising lowers the metric, however much:
+    # the circuit's own edges among them; the abs test keeps them
+    lin_signed = discovery.acdc(toy, clean, corrupt, d, 0.5, test="signed", edges=graph)
+    lin_abs = discovery.acdc(toy, clean, corrupt, d, 0.5, test="abs", edges=graph)
+    assert len(lin_signed) < len(lin_abs)
+    with pytest.raises(ValueError, match="test must be 'abs'"):
+        discovery.acdc(toy, clean, corrupt, d, 0.5, test="two-sided")
+    assert absolute is not None
+
+
+# --- faithfulness and ROC ------------------------------------------------------------------
+
+def test_faithfulness_against_explicit_runs(toy, runs):
+    clean, corrupt = runs
+    d = induction_direction(toy, clean)
+    graph = all_edges(toy)
+    assert discovery.faithfulness(toy, clean, corrupt, graph, d) == pytest.approx(1.0, abs=1e-12)
+    assert discovery.faithfulness(toy, clean, corrupt, [], d) == pytest.approx(0.0, abs=1e-9)
+    circuit = [e for e in graph if e.sender in ((0, 2), (1, 1), "embed")][:20]
+    rest = [e for e in graph if e not in circuit]
+    value = (d * patch(toy, corrupt, clean, rest)).sum()
+    lo, hi = (d * toy.forward(corrupt)).sum(), (d * toy.forward(clean)).sum()
+    assert discovery.faithfulness(toy, clean, corrupt, circuit, d) == pytest.approx((value - lo) / (hi - lo), abs=1e-9)
+
+
+def test_roc_auc_is_the_share_of_true_false_pairs_ranked_right():
+    rng = np.random.default_rng(8)
+    edges = [Edge((0, h), "logits") for h in range(40)]
+    scores = {e: float(v) for e, v in zip(edges, np.round(rng.standard_normal(40), 1))}  # ties included
+    truth = edges[:9]
+    fpr, tpr, auc = discovery.roc(scores, truth)
+    mag = {e: abs(v) for e, v in scores.items()}
+    pairs = [(t, f) for t in truth for f in edges if f not in truth]
+    brute = np.mean([1.0 if mag[t] > mag[f] else 0.5 if mag[t] == mag[f] else 0.0 for t, f in pairs])
+    assert auc == pytest.approx(brute)
+    assert fpr[0] == tpr[0] == 0 and fpr[-1] == tpr[-1] == 1 and np.all(np.diff(tpr) >= 0)
+    assert discovery.roc({e: (10.0 if e in truth else 1.0) for e in edges}, truth)[2] == 1.0
+    with pytest.raises(ValueError, match="without a score"):
+        discovery.roc({edges[0]: 1.0, edges[1]: 0.0}, [edges[2]])
+
+
+def test_cache_names_the_input_sites_for_edits(toy):
+    assert sites.site_name("embed") == "embed"
