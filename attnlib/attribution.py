@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._deprecated import renamed_keywords
 from .checks import answer_of
 from .model import Model
 from . import paths, sites
@@ -596,19 +597,25 @@ def _run(model: Model, tokens, patches=None, positions=None) -> tuple:
     return tr.logits, tr.cache
 
 
-def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
-    """Logits of the ``corrupt`` run with the activations at ``sites`` taken from the ``clean`` run.
+@renamed_keywords(clean="source", corrupt="base")
+def patch(model: Model, source, base, sites, positions=None) -> np.ndarray:
+    """Logits of the ``base`` run with the activations at ``sites`` taken from the ``source`` run.
 
-    Activation patching: each named activation of the corrupt run is
-    replaced by its value in the clean run (at every position, or at
-    ``positions``), and everything downstream is recomputed. A site is
+    Activation patching: each named activation of the base run is
+    replaced by its value in the source run (at every position, or at
+    ``positions``), and everything downstream is recomputed. Which run plays
+    which part is the experiment: *denoising* patches a clean source into a
+    corrupt base (is the site sufficient to restore the behaviour?),
+    *noising* a corrupt source into a clean base (is it necessary?). The
+    keywords ``clean`` and ``corrupt`` are the old names of ``source`` and
+    ``base`` (they warn). A site is
 
     * ``"embed"``: the embedding ``W_E[tokens] + W_pos[:T]``;
     * ``(layer, head)``: the head's write into the stream;
     * ``(layer, head, "q" | "k" | "v")``: the head's queries, keys (as
       compared, after smearing) or values: one of its inputs;
     * a :class:`attnlib.paths.Edge` ``(sender, receiver, via)``: *path
-      patching*: the sender's write is replaced by its clean value in the
+      patching*: the sender's write is replaced by its source value in the
       receiver's inputs ``via`` only (or in what the unembedding reads), as
       :func:`attnlib.paths.trace` removes it. Edges cannot be mixed with other
       sites, and take no ``positions``.
@@ -616,8 +623,10 @@ def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
     Parameters
     ----------
     model : Model
-    clean, corrupt : (..., T) array_like of int
-        The same shape; batch rows are paired.
+    source : (..., T) array_like of int
+        The run that gives the activations.
+    base : (..., T) array_like of int
+        The run that is changed; the same shape as ``source`` (batch rows are paired).
     sites : list
         What to patch (see above).
     positions : sequence of int, optional
@@ -635,12 +644,12 @@ def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
     >>> bool(np.allclose(patch(m, clean, corrupt, ["embed"]), m.forward(clean)))
     True
     """
-    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
-    if clean.shape != corrupt.shape:
-        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
-                         " (row i of one is patched into row i of the other)")
+    source, base = model._tokens(source), model._tokens(base)
+    if source.shape != base.shape:
+        raise ValueError(f"source has shape {source.shape} and base {base.shape}: they must match"
+                         " (row i of the source is patched into row i of the base)")
     acts, edges = _sites(model, sites)
-    T = clean.shape[-1]
+    T = source.shape[-1]
     if positions is not None:
         positions = np.asarray(positions)
         if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
@@ -648,9 +657,9 @@ def patch(model: Model, clean, corrupt, sites, positions=None) -> np.ndarray:
     if edges:
         if acts or positions is not None:
             raise ValueError("path patching (paths.Edge sites) takes neither other sites nor positions")
-        return _path_patch(model, clean, corrupt, edges)
-    _, cache = _run(model, clean)
-    logits, _ = _run(model, corrupt, {s: cache[s] for s in acts}, positions)
+        return _path_patch(model, source, base, edges)
+    _, cache = _run(model, source)
+    logits, _ = _run(model, base, {s: cache[s] for s in acts}, positions)
     return logits
 
 

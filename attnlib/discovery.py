@@ -527,7 +527,9 @@ def score(found, truth) -> tuple:
     Returns
     -------
     precision : float
-        The share of ``found`` that is in ``truth`` (1.0 for an empty ``found``: it claims nothing false).
+        The share of ``found`` that is in ``truth``; 0.0 for an empty ``found``
+        (it found nothing right: precision 1 would reward a search for giving
+        up). The same rule as exercise 10.5 and scikit-learn's ``zero_division=0``.
     recall : float
         The share of ``truth`` that is in ``found``.
 
@@ -541,4 +543,4 @@ def score(found, truth) -> tuple:
     if not truth:
         raise ValueError("truth is empty: recall needs at least one true edge")
     hits = len(found & truth)
-    return (hits / len(found) if found else 1.0), hits / len(truth)
+    return (hits / len(found) if found else 0.0), hits / len(truth)

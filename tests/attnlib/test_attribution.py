@@ -239,7 +239,7 @@ def test_attribution_table_and_errors():
         logit_attribution(m, [toks], 0, 1)
     with pytest.raises(ValueError, match="target = 51 is out of range"):
         logit_attribution(m, toks, 0, 51)
-    with pytest.raises(ValueError, match=r"clean has shape \(4,\) and corrupt \(3,\)"):
+    with pytest.raises(ValueError, match=r"source has shape \(4,\) and base \(3,\)"):
         patch(m, toks, toks[:3], [(0, 1)])
     with pytest.raises(ValueError, match=r"site \(2, 0\) is not"):
         patch(m, toks, toks, [(2, 0)])

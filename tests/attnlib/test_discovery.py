@@ -155,7 +155,7 @@ def test_score():
     edges = heads(m)
     assert discovery.score(circuit, circuit) == (1.0, 1.0)
     assert discovery.score(edges, circuit) == (2 / len(edges), 1.0)
-    assert discovery.score([], circuit) == (1.0, 0.0)
+    assert discovery.score([], circuit) == (0.0, 0.0)  # an empty circuit found nothing right (exercise 10.5's rule)
     with pytest.raises(ValueError, match="truth is empty"):
         discovery.score(edges, [])
 

@@ -170,3 +170,13 @@ def test_roc_auc_is_the_share_of_true_false_pairs_ranked_right():
 
 def test_cache_names_the_input_sites_for_edits(toy):
     assert sites.site_name("embed") == "embed"
+
+
+def test_patch_names_its_runs_and_the_old_keywords_still_work_with_a_warning(toy, runs):
+    clean, corrupt = runs
+    new = patch(toy, source=clean, base=corrupt, sites=[(1, 1)])
+    with pytest.warns(DeprecationWarning, match="'clean' is now called 'source'"):
+        old = patch(toy, clean=clean, corrupt=corrupt, sites=[(1, 1)])
+    np.testing.assert_array_equal(new, old)
+    with pytest.raises(ValueError, match="source has shape"):
+        patch(toy, clean, corrupt[:1], [(1, 1)])
