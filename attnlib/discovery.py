@@ -411,7 +411,8 @@ def roc(scores, truth) -> tuple:
     return fpr, tpr, float(auc)
 
 
-def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: float = 10.0) -> tuple:
+def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: float = 10.0,
+            noise: float = 0.0, seed=0, embed: bool = False) -> tuple:
     """A two-layer induction model whose circuit is known by construction, beside distractor heads.
 
     The stream has orthogonal subspaces: the token (``vocab`` dimensions),
@@ -445,12 +446,26 @@ def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: 
     sharpness : float
         The score, after the model's ``1/√d_head``, that the circuit's heads
         give a matching key over the others (larger: closer to hard attention).
+    noise : float
+        The standard deviation of Gaussian noise added to every weight (the
+        embeddings, each head's four matrices, the unembedding): with noise,
+        every edge has some effect, and a method must rank the planted ones
+        above edges that are small but not zero.
+    seed : int or None
+        For the noise.
+    embed : bool
+        Include the input's edges in the circuit: into L0H0 the inputs it reads
+        (for ``"k"``: queries and keys the position, values the token; for
+        ``"q"``: queries and keys both, values the position) and into L1H0 (for
+        ``"k"``: queries and values the token; for ``"q"``: keys the position,
+        values the token), as :func:`all_edges` has them by default.
 
     Returns
     -------
     model : Model
     circuit : list of Edge
-        The planted edges, in the order of :func:`all_edges`.
+        The planted edges, in the order of :func:`all_edges`: where the true
+        circuit is defined (between heads; with ``embed``, from the input too).
 
     Examples
     --------
@@ -460,9 +475,14 @@ def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: 
     >>> toks = np.array([0, 3, 1, 4, 6, 3, 1, 4, 6])   # BOS (token 0), then a span twice
     >>> m.forward(toks)[5:8].argmax(-1)        # after the second 3, 1, 4: what followed them before
     array([1, 4, 6])
+    >>> noisy, _ = planted("k", noise=0.01, seed=1)
+    >>> noisy.forward(toks)[5:8].argmax(-1)
+    array([1, 4, 6])
     """
     from .weights import Weights
 
+    if not isinstance(noise, numbers.Real) or isinstance(noise, bool) or not np.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise must be a finite number >= 0 (a standard deviation), got {noise!r}")
     if composition not in ("k", "q"):
         raise ValueError(f"composition must be 'k' (a previous-token head read by the keys) or 'q' (a"
                          f" duplicate-token head read by the queries), got {composition!r}")
@@ -512,8 +532,18 @@ def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: 
     W_pos[np.arange(C), pos] = 1.0
     W_U = np.zeros((d_model, V))
     W_U[out, np.arange(V)] = 1.0
-    card = {"name": f"planted_{composition}", "planted": composition, "bos": 0}
+    card = {"name": f"planted_{composition}", "planted": composition, "bos": 0, "sharpness": float(sharpness),
+            "noise": float(noise), "seed": seed}
+    if noise:
+        rng = np.random.default_rng(seed)
+        W_E, W_pos, W_U = (W + rng.normal(0, noise, W.shape) for W in (W_E, W_pos, W_U))
+        layers = [Weights(*(W + rng.normal(0, noise, W.shape) for W in (w.W_Q, w.W_K, w.W_V, w.W_O)), w.n_heads)
+                  for w in layers]
     circuit = [Edge((0, 0), (1, 0), composition), Edge((1, 0), "logits")]
+    if embed:
+        reads = {"k": ({"q", "k", "v"}, {"q", "v"}), "q": ({"q", "k", "v"}, {"k", "v"})}[composition]
+        circuit = [Edge("embed", (0, 0), c) for c in INPUTS if c in reads[0]] + [
+            Edge("embed", (1, 0), c) for c in INPUTS if c in reads[1]] + circuit
     return Model(W_E, W_pos, W_U, layers, card), circuit
 
 

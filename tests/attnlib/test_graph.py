@@ -180,3 +180,39 @@ def test_patch_names_its_runs_and_the_old_keywords_still_work_with_a_warning(toy
     np.testing.assert_array_equal(new, old)
     with pytest.raises(ValueError, match="source has shape"):
         patch(toy, clean, corrupt[:1], [(1, 1)])
+
+
+# --- the planted benchmark with noise ---------------------------------------------------
+
+@pytest.mark.parametrize("composition", ["k", "q"])
+def test_the_planted_circuit_with_the_input_is_every_edge_that_matters(composition):
+    """Without noise, only the circuit's edges (the input's among them) move the metric.
+
+    Which of them move depends on the corruption: the second occurrence is the same in both runs, so
+    the input's edges into what reads the current token (L1H0's queries) carry no difference."""
+    m, circuit = discovery.planted(composition, embed=True)
+    rng = np.random.default_rng(11)
+    s = np.array([rng.choice(np.arange(1, m.vocab), 5, replace=False) for _ in range(6)])
+    clean = np.hstack([np.zeros((6, 1), int), s, s])
+    corrupt = clean.copy()
+    corrupt[:, 1:6] = np.array([rng.choice(np.arange(1, m.vocab), 5, replace=False) for _ in range(6)])
+    d = np.zeros(clean.shape + (m.vocab,))
+    d[np.arange(6), 8, clean[:, 9]] = 1.0
+    fx = discovery.edge_effects(m, clean, corrupt, d)
+    moved = {e for e, v in fx.items() if abs(v) > 1e-9}
+    assert moved <= set(circuit)
+    assert {e for e in circuit if e.sender != "embed"} <= moved
+    # the true edges that move outrank every false one; those that do not tie with the false ones (half)
+    moving = len(moved) / len(circuit)
+    assert discovery.roc(fx, circuit)[2] == pytest.approx(moving + (1 - moving) / 2)
+
+
+def test_noise_gives_every_edge_an_effect_and_is_seeded():
+    m0, circuit = discovery.planted("k")
+    a, _ = discovery.planted("k", noise=0.01, seed=3)
+    b, _ = discovery.planted("k", noise=0.01, seed=3)
+    c, _ = discovery.planted("k", noise=0.01, seed=4)
+    assert np.array_equal(a.W_U, b.W_U) and not np.array_equal(a.W_U, c.W_U)
+    assert (a.layers[0].W_Q - m0.layers[0].W_Q).std() == pytest.approx(0.01, rel=0.05)
+    with pytest.raises(ValueError, match="noise must be"):
+        discovery.planted("k", noise=-1)
