@@ -23,6 +23,7 @@ import numbers
 import numpy as np
 
 from . import backward, paths
+from .attention import attention_weights
 from .attribution import Attribution, _index, _run, _sequence, _sites
 from .checks import answer_of
 from .model import Model
@@ -78,8 +79,8 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate) -> At
     target = _index(target, "target", model.vocab, "the vocabulary")
     heads = sorted(model._ablation(ablate))
     tr = model.trace(tokens)
-    weights = tr.attention_weights  # per layer (n_heads, T, T): those of the un-ablated run
-    frozen = {(l, i): weights[l][i] for l in range(model.n_layers) for i in range(model.layers[l].n_heads)}
+    A = tr.attention_weights  # per layer (n_heads, T, T): those of the un-ablated run
+    frozen = {(l, i): A[l][i] for l in range(model.n_layers) for i in range(model.layers[l].n_heads)}
     clean = tr.logits[t, target]
     ablated = model.forward(tokens, ablate=heads)[t, target]
     held = paths.forward(model, tokens, paths.residual(model, heads), attention=frozen)[t, target]
@@ -157,11 +158,16 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
             raise ValueError("path patching (paths.Edge sites) takes no positions")
         keep = np.zeros(T, bool)
         keep[positions] = True
+    return _first_order(model, clean, corrupt, parsed, direction, keep)
+
+
+def _first_order(model, clean, corrupt, parsed, direction, keep, star=False) -> np.ndarray:
+    """Attribution patching's estimates (AtP*'s, with ``star``: the softmax of query and key sites exact)."""
     g = backward.gradients(model, corrupt, direction)
     _, a_clean = _run(model, clean)
     _, a_corrupt = _run(model, corrupt)
     grad_of = {"q": g.queries, "k": g.keys, "v": g.values}
-    out = np.zeros(len(sites))
+    out = np.zeros(len(parsed))
     for n, (acts, edges) in enumerate(parsed):
         if acts:
             s = acts[0]
@@ -172,6 +178,14 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
             else:
                 grad = grad_of[s[2]][s[0]][..., s[1], :, :]  # (..., T, d_head)
             change = a_clean[s] - a_corrupt[s]
+            if star and len(s) == 3 and s[2] in "qk":  # the head's softmax recomputed with the patched side
+                l, h, side = s
+                Q, K = a_corrupt[l, h, "q"], a_corrupt[l, h, "k"]  # (..., T, d_head)
+                patched = np.where(keep[:, None], a_clean[s], a_corrupt[s])
+                A = attention_weights(patched, K, causal=True) if side == "q" else \
+                    attention_weights(Q, patched, causal=True)  # (..., T, T)
+                out[n] = (g.weights[l][..., h, :, :] * (A - a_corrupt[l, h, "weights"])).sum()
+                continue
         else:
             (sender, receiver, via), = paths._edges(model, edges)
             if receiver == "logits":
@@ -181,3 +195,62 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
             change = a_clean[sender] - a_corrupt[sender]
         out[n] = (grad * change)[..., keep, :].sum()
     return out
+
+
+@answer_of("10_attribution_patching")
+def atp_star(model: Model, clean, corrupt, sites, direction, positions=None) -> np.ndarray:
+    """AtP* (Kramár et al., 2024): attribution patching with each query and key site's softmax exact.
+
+    Attribution patching linearises the metric along the patch; where the
+    patch moves a head's queries or keys, the line crosses that head's
+    softmax, and a saturated softmax makes the first-order estimate far off
+    (its gradient vanishes where the weights are near 0 or 1). AtP* computes
+    the head's attention weights exactly with the patched queries (or keys),
+    ``A' = softmax(q' kᵀ / √d_head)``, and linearises only what follows:
+    ``g_A · (A' - A)``, with ``g_A`` the metric's gradient with respect to
+    the head's attention weights at the corrupt run. Every other site is
+    estimated as :func:`attribution_patching` does. (Kramár et al.'s
+    GradDrop, against cancellation across layers, is not part of this.)
+
+    Where the metric is linear in the head's attention weights (a head of the
+    last layer, read by the unembedding through its values, with a linear
+    metric), AtP* is exact for its query and key sites; a query or key site
+    of an earlier head is exact for that head's softmax only, and the
+    change it makes to later heads is still first order.
+
+    Parameters
+    ----------
+    model, clean, corrupt, sites, direction, positions
+        As :func:`attribution_patching`.
+
+    Returns
+    -------
+    (n_sites,) ndarray
+
+    Examples
+    --------
+    >>> from attnlib.attribution import patch
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean, corrupt = np.array([50, 3, 7, 3, 7]), np.array([50, 3, 7, 9, 8])
+    >>> d = np.zeros((5, m.vocab)); d[3, 7] = 1.0
+    >>> exact = (d * patch(m, clean, corrupt, [(1, 0, "k")])).sum() - (d * m.forward(corrupt)).sum()
+    >>> bool(np.isclose(atp_star(m, clean, corrupt, [(1, 0, "k")], d)[0], exact))
+    True
+    """
+    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
+    if clean.shape != corrupt.shape:
+        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
+                         " (row i of one is patched into row i of the other)")
+    parsed = [_sites(model, [s]) for s in _one_by_one(sites)]
+    T = clean.shape[-1]
+    keep = np.ones(T, bool)
+    if positions is not None:
+        positions = np.asarray(positions)
+        if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
+            raise ValueError(f"positions must be a list of integers in -{T} .. {T - 1}, got {positions!r}")
+        if any(edges for _, edges in parsed):
+            raise ValueError("path patching (paths.Edge sites) takes no positions")
+        keep = np.zeros(T, bool)
+        keep[positions] = True
+    return _first_order(model, clean, corrupt, parsed, direction, keep, star=True)

@@ -216,3 +216,54 @@ def test_noise_gives_every_edge_an_effect_and_is_seeded():
     assert (a.layers[0].W_Q - m0.layers[0].W_Q).std() == pytest.approx(0.01, rel=0.05)
     with pytest.raises(ValueError, match="noise must be"):
         discovery.planted("k", noise=-1)
+
+
+# --- the remedies: AtP* and EAP-IG --------------------------------------------------------
+
+def test_atp_star_is_exact_on_the_last_layers_query_and_key_sites_and_atp_is_not(toy, runs):
+    from attnlib.methods import atp_star, attribution_patching
+    clean, corrupt = runs
+    d = induction_direction(toy, clean)
+    base = (d * toy.forward(corrupt)).sum()
+    sites_ = [(1, h, c) for h in range(4) for c in "qk"]
+    exact = np.array([(d * patch(toy, clean, corrupt, [s])).sum() - base for s in sites_])
+    star, atp = atp_star(toy, clean, corrupt, sites_, d), attribution_patching(toy, clean, corrupt, sites_, d)
+    np.testing.assert_allclose(star, exact, atol=1e-9)
+    assert np.abs(atp - exact).max() > 0.1  # the first-order estimate misses where the softmax saturates
+    # elsewhere AtP* is attribution patching
+    other = ["embed", (0, 2), (1, 1), (0, 1, "v"), Edge((0, 2), (1, 0), "k")]
+    np.testing.assert_array_equal(atp_star(toy, clean, corrupt, other, d),
+                                  attribution_patching(toy, clean, corrupt, other, d))
+    # positions: only those queries (or keys) patched
+    np.testing.assert_allclose(
+        atp_star(toy, clean, corrupt, [(1, 1, "k")], d, positions=[2, 3, 4]),
+        [(d * patch(toy, clean, corrupt, [(1, 1, "k")], positions=[2, 3, 4])).sum() - base], atol=1e-9)
+
+
+def test_eap_ig_on_the_inputs_edges_converges_to_the_whole_change(toy, runs):
+    """The input moves along a straight line: its edges' scores add up to metric(corrupt) - metric(clean)
+    as the steps grow (completeness), and the error shrinks as the steps do."""
+    clean, corrupt = runs
+    d = induction_direction(toy, clean)
+    whole = (d * toy.forward(corrupt)).sum() - (d * toy.forward(clean)).sum()
+    graph = [e for e in all_edges(toy) if e.sender == "embed"]
+    errors = [abs(sum(discovery.eap_ig(toy, clean, corrupt, d, s, edges=graph).values()) - whole)
+              for s in (1, 4, 16, 64)]
+    assert errors[-1] < 0.01 * abs(whole) and errors[-1] < errors[1] < errors[0]
+    assert np.all(np.diff(errors[1:]) < 0)
+
+
+def test_eap_ig_with_one_step_is_eap_at_the_midpoint(toy, runs):
+    clean, corrupt = runs
+    d = induction_direction(toy, clean)
+    graph = all_edges(toy)[:40]
+    mid = {"embed": 0.5 * (toy.run(clean).cache["embed"] + toy.run(corrupt).cache["embed"])}
+    g = backward.gradients(toy, clean, d, edits=mid)
+    one = discovery.eap_ig(toy, clean, corrupt, d, 1, edges=graph)
+    w_clean, w_corrupt = toy.run(clean).cache, toy.run(corrupt).cache
+    for e in graph:
+        grad = g.stream[-1] if e.receiver == "logits" else g.inputs[e.receiver[0]][..., "qkv".index(e.via),
+                                                                                    e.receiver[1], :, :]
+        assert one[e] == pytest.approx(float((grad * (w_corrupt[e.sender] - w_clean[e.sender])).sum()), abs=1e-12)
+    with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
+        discovery.eap_ig(toy, clean, corrupt, d, 0)

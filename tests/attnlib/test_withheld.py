@@ -93,6 +93,8 @@ EXERCISE_10 = {
     "attnlib.backward.gradients": lambda m, d: __import__("attnlib.backward").backward.gradients(m, TOKS, d),
     "attnlib.methods.attribution_patching": lambda m, d: __import__("attnlib.methods").methods.attribution_patching(
         m, TOKS, TOKS[::-1], [(0, 0)], d),
+    "attnlib.methods.atp_star": lambda m, d: __import__("attnlib.methods").methods.atp_star(
+        m, TOKS, TOKS[::-1], [(0, 0, "k")], d),
 }
 
 
