@@ -29,10 +29,11 @@ from .checks import answer_of
 from .model import Model
 
 
-def effect_split(model: Model, tokens, position: int, target: int, ablate) -> Attribution:
+def effect_split(model: Model, tokens, position: int, target: int, ablate, replacement: str = "zero",
+                 reference=None) -> Attribution:
     """An ablation's effect on a logit, split into what flows through values and what through attention.
 
-    Zero-ablating the heads in ``ablate`` changes the logit of ``target``
+    Ablating the heads in ``ablate`` changes the logit of ``target``
     at ``position`` by ``effect = logit(ablated) - logit(clean)``. The
     removed writes reach the logit two ways: directly and through later
     heads' *values* (what those heads write), and through later heads'
@@ -58,6 +59,16 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate) -> At
         The token whose logit is read.
     ablate : collection of (layer, head)
         The heads dropped from the residual stream (as ``Model.forward``'s ``ablate``).
+    replacement : {"zero", "mean"}
+        What takes an ablated head's write's place: zero, or its mean over the
+        ``reference`` sequences at each position (mean ablation). Zero is off
+        the model's distribution (no head ever writes zero), so some of a zero
+        ablation's effect is the model's reaction to an input it never saw;
+        the mean keeps what the write has in common across sequences and
+        removes only what depends on this one. A single reference sequence
+        makes it a resample ablation.
+    reference : (n, T) array_like of int, optional
+        For ``replacement="mean"``: the sequences to average over.
 
     Returns
     -------
@@ -78,12 +89,18 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate) -> At
     t = _index(position, "position", len(tokens), "the sequence")
     target = _index(target, "target", model.vocab, "the vocabulary")
     heads = sorted(model._ablation(ablate))
+    if replacement not in ("zero", "mean"):
+        raise ValueError(f"replacement must be 'zero' or 'mean', got {replacement!r}")
+    if (replacement == "mean") != (reference is not None):
+        raise ValueError("replacement='mean' takes reference sequences to average over (and 'zero' takes none)")
     tr = model.trace(tokens)
     A = tr.attention_weights  # per layer (n_heads, T, T): those of the un-ablated run
     frozen = {(l, i): A[l][i] for l in range(model.n_layers) for i in range(model.layers[l].n_heads)}
     clean = tr.logits[t, target]
-    ablated = model.forward(tokens, ablate=heads)[t, target]
-    held = paths.forward(model, tokens, paths.residual(model, heads), attention=frozen)[t, target]
+    cut = paths.residual(model, heads)  # every reader of the ablated heads
+    how = {"how": replacement, "reference": reference}
+    ablated = paths.forward(model, tokens, cut, **how)[t, target]
+    held = paths.forward(model, tokens, cut, attention=frozen, **how)[t, target]
     return Attribution(["frozen attention", "through attention"], [held - clean, ablated - held],
                        total=ablated - clean, what="effect")
 

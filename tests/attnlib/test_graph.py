@@ -267,3 +267,26 @@ def test_eap_ig_with_one_step_is_eap_at_the_midpoint(toy, runs):
         assert one[e] == pytest.approx(float((grad * (w_corrupt[e.sender] - w_clean[e.sender])).sum()), abs=1e-12)
     with pytest.raises(ValueError, match="steps must be a whole number >= 1"):
         discovery.eap_ig(toy, clean, corrupt, d, 0)
+
+
+def test_effect_split_with_mean_ablation_is_the_run_with_the_mean_write_in_place(toy):
+    from attnlib import tasks
+    from attnlib.methods import effect_split
+    batch = tasks.induction(24, seed=21, **{**toy.card["data"], "alternating": 0.0}).tokens
+    seq, reference = batch[0], batch[1:]
+    heads = [(0, 2), (0, 1)]
+    mean = {h: toy.run(reference).cache[h].mean(axis=0) for h in heads}  # (T, d_model) each
+    clean = toy.run(seq)
+    frozen = {(l, i, "weights"): clean.cache[l, i, "weights"] for l in range(2) for i in range(4)}
+    t, target = 20, int(seq[21])
+    ablated = toy.run(seq, dict(mean)).logits[t, target]
+    held = toy.run(seq, {**mean, **frozen}).logits[t, target]
+    split = effect_split(toy, seq, t, target, heads, replacement="mean", reference=reference)
+    assert split["frozen attention"] == pytest.approx(held - clean.logits[t, target], abs=1e-9)
+    assert split["through attention"] == pytest.approx(ablated - held, abs=1e-9)
+    zero = effect_split(toy, seq, t, target, heads)
+    assert zero.total == pytest.approx(toy.forward(seq, ablate=heads)[t, target] - clean.logits[t, target])
+    with pytest.raises(ValueError, match="takes reference sequences"):
+        effect_split(toy, seq, t, target, heads, replacement="mean")
+    with pytest.raises(ValueError, match="replacement must be"):
+        effect_split(toy, seq, t, target, heads, replacement="resample")
