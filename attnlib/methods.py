@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from . import backward, paths
+from . import backward, paths, sites
 from .attention import attention_weights
 from .attribution import Attribution, _index, _run, _sequence, _sites
 from .checks import answer_of
@@ -205,13 +205,33 @@ def _first_order(model, clean, corrupt, parsed, direction, keep, star=False) -> 
                 continue
         else:
             (sender, receiver, via), = paths._edges(model, edges)
+            change = a_clean[sender] - a_corrupt[sender]
+            if star and receiver != "logits" and via & {"q", "k"}:  # the receiver's softmax exact, its values not
+                out[n] = _exact_softmax(model, g, a_corrupt, receiver, via, change) + sum(
+                    (g.inputs[receiver[0]][..., 2, receiver[1], :, :] * change).sum() for c in via if c == "v")
+                continue
             if receiver == "logits":
                 grad = g.stream[-1]
             else:
                 grad = sum(g.inputs[receiver[0]][..., paths.INPUTS.index(c), receiver[1], :, :] for c in sorted(via))
-            change = a_clean[sender] - a_corrupt[sender]
         out[n] = (grad * change)[..., keep, :].sum()
     return out
+
+
+def _exact_softmax(model, g, base, receiver, via, change) -> float:
+    """``g_A · (A' - A)`` for an edge into a head's queries and/or keys: ``A'`` the head's softmax recomputed
+    with ``change`` (..., T, d_model) added to what those inputs read."""
+    l, h = receiver
+    w = model.layers[l].per_head
+    Q, K = base[l, h, "q"], base[l, h, "k_raw"]  # (..., T, d_head)
+    if "q" in via:
+        Q = Q + change @ w.W_Q[h]
+    if "k" in via:
+        K = K + change @ w.W_K[h]
+    if model.smear is not None:
+        K = sites.smear(K[..., None, :, :], model.smear[l][h:h + 1])[..., 0, :, :]  # the keys as compared
+    A = attention_weights(Q, K, causal=True)  # (..., T, T)
+    return float((g.weights[l][..., h, :, :] * (A - base[l, h, "weights"])).sum())
 
 
 @answer_of("10_attribution_patching")
@@ -229,11 +249,15 @@ def atp_star(model: Model, clean, corrupt, sites, direction, positions=None) -> 
     estimated as :func:`attribution_patching` does. (Kramár et al.'s
     GradDrop, against cancellation across layers, is not part of this.)
 
+    An edge (:class:`attnlib.paths.Edge`) into a head's queries or keys is
+    treated the same way: the head's attention weights are recomputed
+    exactly with the sender's change added to what those inputs read.
+
     Where the metric is linear in the head's attention weights (a head of the
     last layer, read by the unembedding through its values, with a linear
-    metric), AtP* is exact for its query and key sites; a query or key site
-    of an earlier head is exact for that head's softmax only, and the
-    change it makes to later heads is still first order.
+    metric), AtP* is exact for its query and key sites and the edges into
+    them; a query or key site of an earlier head is exact for that head's
+    softmax only, and the change it makes to later heads is still first order.
 
     Parameters
     ----------

@@ -231,7 +231,7 @@ def test_atp_star_is_exact_on_the_last_layers_query_and_key_sites_and_atp_is_not
     np.testing.assert_allclose(star, exact, atol=1e-9)
     assert np.abs(atp - exact).max() > 0.1  # the first-order estimate misses where the softmax saturates
     # elsewhere AtP* is attribution patching
-    other = ["embed", (0, 2), (1, 1), (0, 1, "v"), Edge((0, 2), (1, 0), "k")]
+    other = ["embed", (0, 2), (1, 1), (0, 1, "v"), Edge((0, 2), (1, 0), "v"), Edge((0, 2), "logits")]
     np.testing.assert_array_equal(atp_star(toy, clean, corrupt, other, d),
                                   attribution_patching(toy, clean, corrupt, other, d))
     # positions: only those queries (or keys) patched
@@ -290,3 +290,18 @@ def test_effect_split_with_mean_ablation_is_the_run_with_the_mean_write_in_place
         effect_split(toy, seq, t, target, heads, replacement="mean")
     with pytest.raises(ValueError, match="replacement must be"):
         effect_split(toy, seq, t, target, heads, replacement="resample")
+
+
+def test_atp_star_is_exact_on_edges_into_the_last_layers_queries_and_keys(toy, runs):
+    from attnlib.methods import atp_star, attribution_patching
+    clean, corrupt = runs
+    d = induction_direction(toy, clean)
+    base = (d * toy.forward(corrupt)).sum()
+    edges = [Edge(s, (1, h), c) for s in ("embed", (0, 1), (0, 2)) for h in range(4) for c in ("q", "k", "qk")]
+    exact = np.array([(d * patch(toy, clean, corrupt, [e])).sum() - base for e in edges])
+    np.testing.assert_allclose(atp_star(toy, clean, corrupt, edges, d), exact, atol=1e-9)
+    assert np.abs(attribution_patching(toy, clean, corrupt, edges, d) - exact).max() > 0.1
+    # an edge into the values too: the softmax part exact, the values' part first order (here exact: linear)
+    qv = [Edge((0, 2), (1, h), "qv") for h in range(4)]
+    exact_qv = [(d * patch(toy, clean, corrupt, [e])).sum() - base for e in qv]
+    np.testing.assert_allclose(atp_star(toy, clean, corrupt, qv, d), exact_qv, atol=0.05 * np.abs(exact_qv).max())
