@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import answer_of
 from .circuits import composition_baseline, composition_score, copying_score, full_ov_circuit, qk_circuit
 from .tasks import TASKS
 
@@ -236,6 +237,7 @@ def head_scores(pattern, tokens, mask) -> dict:
     }
 
 
+@answer_of("09_attribution")
 def logit_terms(trace, W_U, targets) -> dict:
     """Each path's share of the target logits: the direct path, then every head.
 

@@ -110,3 +110,14 @@ def test_exercise_10s_answers_are_withheld_while_judged(model, name):
         with judging("stream_gradient"):
             EXERCISE_10[name](model, d)
     EXERCISE_10[name](model, d)
+
+
+def test_the_metrics_split_of_the_logits_is_withheld_while_exercise_9_is_judged(model):
+    """``metrics.logit_terms`` splits the target logit by head, which 9.1 asks for: withheld as well."""
+    from attnlib import metrics
+    tr = model.trace(TOKS)
+    metrics.logit_terms(tr, model.W_U, TOKS)
+    with pytest.raises(Withheld, match="attnlib.metrics.logit_terms is what"):
+        with judging("logit_attribution"):
+            metrics.logit_terms(tr, model.W_U, TOKS)
+    metrics.logit_terms(tr, model.W_U, TOKS)

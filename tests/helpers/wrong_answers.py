@@ -553,6 +553,12 @@ WRONG = {
          "heads = [f'L{l}H{i}' for l in range(model.n_layers) for i in range(model.layers[l].n_heads)]\n"
          "return np.array([token, model.W_pos[position] @ model.W_U[:, target]]"
          " + [sum(v for n, v in zip(a.names, a.values) if n.split('>')[-1] == h) for h in heads])"),
+        ("logit_attribution", "test-logit", "the library's answer by another road (metrics.logit_terms for the heads)",
+         "from attnlib.metrics import logit_terms\n"
+         "tr = model.trace(tokens)\ntargets = np.full(len(tokens), -1)\ntargets[position] = target\n"
+         "terms = logit_terms(tr, model.W_U, targets)\nu = model.W_U[:, target]\n"
+         "token = (tr.embedding[position] - model.W_pos[position]) @ u\n"
+         "return np.array([token, model.W_pos[position] @ u] + [v[position] for k, v in terms.items() if k != 'direct'])"),
         ("qk_attribution", "test-qk", "no 1/sqrt(d_head) scale",
          "tr = model.trace(tokens)\nT = len(tokens)\n"
          "terms = np.stack([tr.embedding - model.W_pos[:T], model.W_pos[:T]] + [h for w in tr.writes[:layer] for h in w])\n"
