@@ -633,6 +633,12 @@ WRONG = {
          "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
          "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
          "side = C.sum(axis=0)[2:]\nreturn f'L0H{int(np.argmax(side))}' if side.max() > 0 else None"),
+        ("keys_read", "test-keys", "the contrast over every key, the masked keys after the query included",
+         "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A))\n"
+         "M = np.stack([qk_attribution(model, tokens, layer, head, query, k) for k in range(len(tokens))])\n"
+         "C = M[key] - np.delete(M, key, axis=0).mean(axis=0)\n"
+         "names = [f'L{l}H{i}' for l in range(layer) for i in range(model.layers[l].n_heads)]\n"
+         "side = C.sum(axis=0)[2:]\nreturn names[int(np.argmax(side))] if side.max() > 0 else None"),
         ("keys_read", "test-keys", "the library's QK attribution, not the notebook's own",
          "from attnlib.attribution import qk_contrast\n"
          "A = model.trace(tokens).attention_weights[layer][head, query]\nkey = int(np.argmax(A[: query + 1]))\n"
