@@ -667,6 +667,12 @@ WRONG = {
         ("stream_gradient", "test-grad", "the weights recomputed without the causal mask",
          _GRAD10.replace("A = attnlib.attention_weights(Q, K, causal=True)",
                          "A = attnlib.attention_weights(Q, K, causal=False)")),
+        ("stream_gradient", "test-grad", "a central finite difference of logits_from_stream, not a backward pass",
+         "x = model.trace(tokens).residual[1]\ng = np.zeros_like(x)\n"
+         "for idx in np.ndindex(*x.shape):\n    E = np.zeros_like(x)\n    E[idx] = 1e-5\n"
+         "    up = logit_diff(logits_from_stream(model, x + E), position, good, bad)\n"
+         "    down = logit_diff(logits_from_stream(model, x - E), position, good, bad)\n"
+         "    g[idx] = (up - down) / 2e-5\nreturn g"),
         ("activation_patch", "test-act", "the patched run's M, the corrupt run's not subtracted",
          "return float(logit_diff(patch(model, clean, corrupt, [site]), position, good, bad))"),
         ("activation_patch", "test-act", "the sign flipped: M(corrupt) - M(patched)",
