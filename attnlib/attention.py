@@ -48,8 +48,8 @@ def _scores(Q: np.ndarray, K: np.ndarray, causal: bool, inputs: str = "Q and K")
     return scores
 
 
-def _pattern(Q: np.ndarray, K: np.ndarray, causal: bool, inputs: str = "Q and K") -> np.ndarray:
-    """softmax(Q Kᵀ / √d_k) for checked float arrays."""
+def _attention_weights(Q: np.ndarray, K: np.ndarray, causal: bool, inputs: str = "Q and K") -> np.ndarray:
+    """Attention weights softmax(Q Kᵀ / √d_k) for checked float arrays."""
     return softmax_(_scores(Q, K, causal, inputs), axis=-1)
 
 
@@ -95,7 +95,7 @@ def attention_weights(Q, K, causal: bool = False) -> np.ndarray:
     """
     causal = check_bool(causal, "causal")
     Q, K = _check_qk(Q, K)
-    return _pattern(Q, K, causal)
+    return _attention_weights(Q, K, causal)
 
 
 def attention_pattern(Q, K, causal: bool = False) -> np.ndarray:

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ._checks import check_bool, check_result, result_dtype
-from .attention import _attend, _pattern
+from .attention import _attend, _attention_weights
 from .circuits import ov_circuit, qk_circuit
 from .lowrank import LowRank, _left_times_stack, _stack_times_right
 from .multihead import check_sources, multihead_attention
@@ -83,7 +83,7 @@ def values(X, weights, causal=False, X_kv=None):
     X, X_kv, causal = _prepare(X, weights, causal, X_kv)
     W_Q, W_K, W_V, W_O = weights.per_head
     with np.errstate(over="ignore", invalid="ignore"):
-        A = _pattern(X @ W_Q, X_kv @ W_K, causal, _inputs(X, X_kv))  # (n_heads, T_q, T_kv)
+        A = _attention_weights(X @ W_Q, X_kv @ W_K, causal, _inputs(X, X_kv))  # (n_heads, T_q, T_kv)
         V_out = (X_kv @ W_V) @ W_O  # (n_heads, T_kv, d_model): values already in model space
         return _finite((A @ V_out).sum(axis=0), X, X_kv)
 
@@ -93,7 +93,7 @@ def messages(X, weights, causal=False, X_kv=None):
     X, X_kv, causal = _prepare(X, weights, causal, X_kv)
     W_Q, W_K, W_V, W_O = weights.per_head
     with np.errstate(over="ignore", invalid="ignore"):
-        A = _pattern(X @ W_Q, X_kv @ W_K, causal, _inputs(X, X_kv))  # (n_heads, T_q, T_kv)
+        A = _attention_weights(X @ W_Q, X_kv @ W_K, causal, _inputs(X, X_kv))  # (n_heads, T_q, T_kv)
         W_M = W_V @ W_O  # (n_heads, d_model, d_model), rank <= d_head
         M = X_kv @ W_M  # (n_heads, T_kv, d_model): what each key token would write
         return _finite((A @ M).sum(axis=0), X, X_kv)

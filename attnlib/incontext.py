@@ -19,11 +19,14 @@ Examples
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import paths
 from .metrics import attention_to_previous as _attention_to_previous
 from .metrics import head_scores
+from ._deprecated import renamed_keywords
 from .text import text_tokens
 
 EARLY, LATE = (0.05, 0.15), (0.85, 1.0)
@@ -73,7 +76,7 @@ def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "las
     -------
     dict of str to (n_layers, n_heads) ndarray
         ``"previous"``: mean weight on the previous position (queries from
-        position 2: ``attention_to_previous``); ``"prefix"``: mean
+        position 2: ``metrics.attention_to_previous(A, first=2)``); ``"prefix"``: mean
         weight on the token after the earlier occurrence of the current
         token (queries in the repeats).
 
@@ -90,25 +93,28 @@ def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "las
     tokens = np.asarray(tokens)
     if occurrences not in ("last", "all"):
         raise ValueError(f"occurrences must be 'last' or 'all', got {occurrences!r}")
-    patterns = _trace(model, tokens, ablate, edges).attention_weights  # per layer: (n, n_heads, T, T)
+    attention_weights = _trace(model, tokens, ablate, edges).attention_weights  # per layer: (n, n_heads, T, T)
     T = tokens.shape[-1]
     mask = np.broadcast_to(np.arange(T) >= 1, tokens.shape)  # not BOS
     if occurrences == "last":
-        prefix = [head_scores(A, tokens, mask)["induction"] for A in patterns]
+        prefix = [head_scores(A, tokens, mask)["induction"] for A in attention_weights]
     else:
-        prefix = [_after_any_earlier(A, tokens, mask) for A in patterns]
-    previous = [attention_to_previous(A) for A in patterns]
+        prefix = [_after_any_earlier(A, tokens, mask) for A in attention_weights]
+    previous = [_attention_to_previous(A, first=2) for A in attention_weights]
     return {"previous": np.stack(previous), "prefix": np.stack(prefix)}
 
 
-def _after_any_earlier(pattern, tokens, mask) -> np.ndarray:
-    """Mean total weight on the tokens after every earlier occurrence of the query's token, per head."""
+def _after_any_earlier(A, tokens, mask) -> np.ndarray:
+    """Mean total weight on the tokens after every earlier occurrence of the query's token, per head.
+
+    ``A`` is the attention weights, ``(..., n_heads, T, T)``.
+    """
     T = tokens.shape[-1]
     t, k = np.arange(T)[:, None], np.arange(T)[None, :]
     prev_tok = np.concatenate([np.full(tokens.shape[:-1] + (1,), -1), tokens[..., :-1]], axis=-1)  # token at k - 1
     target = (prev_tok[..., None, :] == tokens[..., :, None]) & (k >= 1) & (k <= t)  # (..., T, T)
     has = mask & target.any(axis=-1)  # queries with an earlier occurrence
-    weight = (pattern * target[..., None, :, :]).sum(axis=-1)  # (..., n_heads, T)
+    weight = (A * target[..., None, :, :]).sum(axis=-1)  # (..., n_heads, T)
     return np.moveaxis(weight, -2, 0)[:, has].mean(axis=-1)
 
 
@@ -148,24 +154,30 @@ def untrained_scores(name, tokens) -> dict:
     return induction_scores(steps[0], tokens)
 
 
-def attention_to_previous(pattern, first: int = 2) -> np.ndarray:
-    """Mean weight each head puts on the position just before the query (queries from position ``first`` on).
+@renamed_keywords(pattern="A")
+def attention_to_previous(A, first: int = 2) -> np.ndarray:
+    """Deprecated: call :func:`attnlib.metrics.attention_to_previous` with ``first=2`` (its default is 1).
 
-    :func:`attnlib.metrics.attention_to_previous` with another default:
-    position 1's previous position is BOS, where many heads rest whatever
-    they do elsewhere, so it is left out here. ``metrics.head_scores`` (the
-    toy models' cards, chapters 12-13) keeps it (``first=1``); the two agree
-    for the same ``first``.
+    There is one such function; this old one, with another default
+    (position 1's previous position is BOS, where many heads rest whatever
+    they do elsewhere, so :func:`induction_scores` leaves it out), keeps
+    code written against it running with the same numbers. It issues a
+    ``PendingDeprecationWarning``, as :func:`attnlib.attention_pattern` does.
 
     Parameters
     ----------
-    pattern : (..., n_heads, T, T) ndarray
+    A : (..., n_heads, T, T) ndarray
+        Attention weights.
+    first : int
 
     Returns
     -------
     (n_heads,) ndarray
     """
-    return _attention_to_previous(pattern, first)
+    warnings.warn("attnlib.incontext.attention_to_previous is the old name of"
+                  " attnlib.metrics.attention_to_previous with first=2 (its default is first=1);"
+                  " call metrics.attention_to_previous(A, first=2)", PendingDeprecationWarning, stacklevel=3)
+    return _attention_to_previous(A, first)
 
 
 def _trace(model, tokens, ablate, edges):

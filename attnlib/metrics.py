@@ -2,13 +2,14 @@
 
 Weight-based readings (circuits, copying and composition scores) are in
 :mod:`attnlib.circuits`; here are behaviour-based ones, computed from the
-patterns and predictions of :meth:`attnlib.model.Model.trace` on sequences
+attention weights and predictions of :meth:`attnlib.model.Model.trace` on sequences
 from :mod:`attnlib.tasks`. :func:`measure` computes a model card's metrics.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ._deprecated import renamed_keywords
 from .checks import answer_of
 from .circuits import composition_baseline, composition_score, copying_score, full_ov_circuit, qk_circuit
 from .tasks import TASKS
@@ -102,7 +103,8 @@ def earlier_occurrence(tokens) -> np.ndarray:
     return last
 
 
-def onto_one_occurrence(weights, tokens, which: str = "last") -> np.ndarray:
+@renamed_keywords(weights="A")
+def onto_one_occurrence(A, tokens, which: str = "last") -> np.ndarray:
     """Attention weights with all the weight on earlier copies of the query's token put on one.
 
     For each query whose token occurred before, the total weight the head
@@ -114,7 +116,7 @@ def onto_one_occurrence(weights, tokens, which: str = "last") -> np.ndarray:
 
     Parameters
     ----------
-    weights : (..., T, T) array_like
+    A : (..., T, T) array_like
         One head's attention weights (rows: queries).
     tokens : (..., T) array_like of int
     which : {"last", "first"}
@@ -131,10 +133,10 @@ def onto_one_occurrence(weights, tokens, which: str = "last") -> np.ndarray:
     """
     if which not in ("last", "first"):
         raise ValueError(f"which must be 'last' or 'first', got {which!r}")
-    A, tokens = np.array(weights, dtype=float), np.asarray(tokens)
+    A, tokens = np.array(A, dtype=float), np.asarray(tokens)
     T = tokens.shape[-1]
     if A.shape != tokens.shape + (T,):
-        raise ValueError(f"weights have shape {A.shape}, expected the tokens' shape plus T:"
+        raise ValueError(f"A (the attention weights) has shape {A.shape}, expected the tokens' shape plus T:"
                          f" {tokens.shape + (T,)}")
     same = (tokens[..., :, None] == tokens[..., None, :]) & np.tri(T, T, -1, dtype=bool)  # (..., T, T)
     total = np.where(same, A, 0.0).sum(axis=-1)  # (..., T): weight on every earlier copy
@@ -148,12 +150,14 @@ def onto_one_occurrence(weights, tokens, which: str = "last") -> np.ndarray:
     return A
 
 
-def attention_to(pattern, source, mask) -> np.ndarray:
+@renamed_keywords(pattern="A")
+def attention_to(A, source, mask) -> np.ndarray:
     """Mean attention each head pays from query ``t`` to key ``source[t]``, over the masked queries.
 
     Parameters
     ----------
-    pattern : (..., n_heads, T, T) ndarray
+    A : (..., n_heads, T, T) ndarray
+        Attention weights.
     source : (..., T) ndarray of int
         For each query, the key position of interest (ignored where not masked).
     mask : (..., T) ndarray of bool
@@ -169,17 +173,18 @@ def attention_to(pattern, source, mask) -> np.ndarray:
     >>> attention_to(A, np.array([0, 0, 1]), np.array([False, True, True])).round(3)
     array([0.417])
     """
-    pattern, source, mask = np.asarray(pattern), np.asarray(source), np.asarray(mask, dtype=bool)
+    A, source, mask = np.asarray(A), np.asarray(source), np.asarray(mask, dtype=bool)
     if not mask.any():
         raise ValueError("mask selects no query: the score is undefined")
-    T = pattern.shape[-1]
-    picked = np.take_along_axis(pattern, np.clip(source, 0, T - 1)[..., None, :, None], axis=-1)[..., 0]
+    T = A.shape[-1]
+    picked = np.take_along_axis(A, np.clip(source, 0, T - 1)[..., None, :, None], axis=-1)[..., 0]
     # picked: (..., n_heads, T), the weight each query puts on its source key
     picked = np.moveaxis(picked, -2, 0)  # (n_heads, ..., T)
     return picked[:, mask].mean(axis=-1)
 
 
-def attention_to_previous(pattern, first: int = 1) -> np.ndarray:
+@renamed_keywords(pattern="A")
+def attention_to_previous(A, first: int = 1) -> np.ndarray:
     """Mean weight each head puts on the position just before the query, over queries ``first`` .. ``T - 1``.
 
     :func:`head_scores` uses ``first=1`` (every query that has a previous
@@ -189,7 +194,8 @@ def attention_to_previous(pattern, first: int = 1) -> np.ndarray:
 
     Parameters
     ----------
-    pattern : (..., n_heads, T, T) ndarray
+    A : (..., n_heads, T, T) ndarray
+        Attention weights.
     first : int
         The first query position counted (at least 1).
 
@@ -203,16 +209,17 @@ def attention_to_previous(pattern, first: int = 1) -> np.ndarray:
     >>> attention_to_previous(A).round(3), attention_to_previous(A, first=2).round(3)
     (array([0.361]), array([0.292]))
     """
-    pattern = np.asarray(pattern)
-    T = pattern.shape[-1]
+    A = np.asarray(A)
+    T = A.shape[-1]
     if not 1 <= first < T:
         raise ValueError(f"first must be a query position from 1 to T - 1 = {T - 1}, got {first}")
     rows = np.arange(first, T)
-    picked = pattern[..., rows, rows - 1]  # (..., n_heads, T - first)
+    picked = A[..., rows, rows - 1]  # (..., n_heads, T - first)
     return np.moveaxis(picked, -2, 0).reshape(picked.shape[-2], -1).mean(axis=-1)
 
 
-def head_scores(pattern, tokens, mask) -> dict:
+@renamed_keywords(pattern="A")
+def head_scores(A, tokens, mask) -> dict:
     """Three standard readings of every head on sequences with repeats.
 
     ``previous``: weight on the previous token; ``duplicate``: weight on the
@@ -220,6 +227,13 @@ def head_scores(pattern, tokens, mask) -> dict:
     token *after* that earlier occurrence. Queries are those in ``mask``
     (``previous`` uses every position after the first:
     :func:`attention_to_previous` with ``first=1``).
+
+    Parameters
+    ----------
+    A : (..., n_heads, T, T) ndarray
+        Attention weights.
+    tokens : (..., T) ndarray of int
+    mask : (..., T) ndarray of bool
 
     Returns
     -------
@@ -231,9 +245,9 @@ def head_scores(pattern, tokens, mask) -> dict:
     earlier = earlier_occurrence(tokens)
     has = mask & (earlier >= 0)
     return {
-        "previous": attention_to(pattern, prev, np.broadcast_to(np.arange(T) >= 1, tokens.shape)),
-        "duplicate": attention_to(pattern, earlier, has),
-        "induction": attention_to(pattern, earlier + 1, has),
+        "previous": attention_to(A, prev, np.broadcast_to(np.arange(T) >= 1, tokens.shape)),
+        "duplicate": attention_to(A, earlier, has),
+        "induction": attention_to(A, earlier + 1, has),
     }
 
 

@@ -79,20 +79,19 @@ def test_untrained_scores_are_step_0_and_below_the_trained_head():
 
 
 def test_previous_token_scores_agree_between_metrics_and_incontext():
-    """metrics.head_scores counts query 1 (whose previous position is BOS); incontext leaves it out."""
+    """metrics.head_scores counts query 1 (whose previous position is BOS); incontext.induction_scores leaves it out."""
     spans = load("plays_2l_spans")
     seqs = incontext.repeated_random(spans, n=4, copies=3)
     A = spans.attention_weights(seqs)[0]  # (4, n_heads, T, T)
     mask = np.broadcast_to(np.arange(seqs.shape[-1]) >= 1, seqs.shape)
     from_metrics = metrics.head_scores(A, seqs, mask)["previous"]
-    np.testing.assert_allclose(metrics.attention_to_previous(A), from_metrics, atol=1e-12)
-    np.testing.assert_allclose(incontext.attention_to_previous(A, first=1), from_metrics, atol=1e-12)
+    np.testing.assert_allclose(metrics.attention_to_previous(A), from_metrics, atol=1e-12)  # first=1
     T = seqs.shape[-1]
     at_1 = A[..., 1, 0].mean(axis=0)  # (n_heads,): query 1's weight on BOS
-    np.testing.assert_allclose((from_metrics * (T - 1) - at_1) / (T - 2), incontext.attention_to_previous(A),
-                               atol=1e-12)
+    np.testing.assert_allclose((from_metrics * (T - 1) - at_1) / (T - 2),
+                               metrics.attention_to_previous(A, first=2), atol=1e-12)
     np.testing.assert_allclose(incontext.induction_scores(spans, seqs)["previous"][0],
-                               incontext.attention_to_previous(A), atol=1e-12)
+                               metrics.attention_to_previous(A, first=2), atol=1e-12)
 
 
 def test_prefix_scores_count_the_last_or_every_earlier_occurrence():
