@@ -4,7 +4,7 @@ Colour maps are perceptually uniform and colourblind-safe (viridis for
 weights, cividis for signed or secondary quantities). Figures keep a white
 face so they stay readable when the book is switched to its dark theme.
 Functions draw on a given ``ax`` (or make a figure) and return the Figure.
-Notebooks assign it (``fig = plots.weights_heatmap(...)``) so that Jupyter
+Notebooks assign it (``fig = plots.attention_heatmap(...)``) so that Jupyter
 shows it exactly once.
 """
 from __future__ import annotations
@@ -13,6 +13,8 @@ import numpy as np
 
 
 import matplotlib.pyplot as plt
+
+from ._deprecated import renamed_function
 
 FACE = "white"
 
@@ -51,8 +53,8 @@ def _token_labels(tokens, n):
     return tokens
 
 
-def weights_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
-                    annotate=None):
+def attention_heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True,
+                      annotate=None):
     """Heatmap of attention weights: row = query, column = key.
 
     Parameters
@@ -101,7 +103,7 @@ def _heatmap(A, tokens=None, keys=None, ax=None, title=None, colorbar=True, anno
     return im
 
 
-def head_weights(A, tokens=None, titles=None, ncols=4, size=2.4):
+def head_attention_weights(A, tokens=None, titles=None, ncols=4, size=2.4):
     """Small multiples: one heatmap of attention weights per head, one shared colourbar.
 
     Parameters
@@ -419,10 +421,13 @@ def eigenvalue_plane(ev, labels=None, ax=None, title="eigenvalues"):
     return ax.figure
 
 
-# The old names, from before the book kept "pattern" for the rows of X W^P:
-# the same functions, so notebooks written against them keep running.
-pattern_heatmap = weights_heatmap
-head_patterns = head_weights
+# The old names, from before the book kept "pattern" for the rows of X W^P and "weights" for the
+# parameters: the same functions, warning (as attnlib.attention_pattern does), so old notebooks keep running.
+_PARAMETERS_ONLY = "'weights' alone means the parameters"
+weights_heatmap = renamed_function(attention_heatmap, "attnlib.plots.weights_heatmap", _PARAMETERS_ONLY)
+head_weights = renamed_function(head_attention_weights, "attnlib.plots.head_weights", _PARAMETERS_ONLY)
+pattern_heatmap = renamed_function(attention_heatmap, "attnlib.plots.pattern_heatmap", "a pattern is a row of X W^P")
+head_patterns = renamed_function(head_attention_weights, "attnlib.plots.head_patterns", "a pattern is a row of X W^P")
 
 
 def model_overview(tokens=("the", "cat", "sat"), predictions=("cat", "sat", "on"), ax=None):

@@ -437,11 +437,11 @@ def model_explorer(model, tokens, top=8):
     settings = [(l, i) for l, w in enumerate(model.layers) for i in range(w.n_heads)]
     if len(settings) < 2:
         raise ValueError(f"{model!r} has only one head: there is nothing to choose"
-                         " (draw it with plots.weights_heatmap and plots.circuit_heatmap)")
+                         " (draw it with plots.attention_heatmap and plots.circuit_heatmap)")
     tokens = model._tokens(tokens)
     if tokens.ndim != 1:
         raise ValueError(f"tokens must be one sequence (T,), got shape {tokens.shape}")
-    weights = model.attention_weights(tokens)  # attention weights per layer (n_heads, T, T)
+    A = model.attention_weights(tokens)  # attention weights per layer (n_heads, T, T)
     entries = {}
     for l, w in enumerate(model.layers):
         ov = full_ov_circuit(model.W_E, w, model.W_U).full()  # (n_heads, vocab, vocab): small models only
@@ -452,7 +452,7 @@ def model_explorer(model, tokens, top=8):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.2, 4.2), facecolor=FACE, layout="constrained",
                                    gridspec_kw={"width_ratios": [1.25, 1]})
     labels = [names[t] for t in tokens]
-    im = _heatmap(weights[0][0], labels, ax=ax1, annotate=False)
+    im = _heatmap(A[0][0], labels, ax=ax1, annotate=False)
     strong, pale = plt.get_cmap("viridis")(0.3), plt.get_cmap("viridis")(0.75)
     bar = ax2.barh(range(top), np.zeros(top))
     ax2.invert_yaxis()
@@ -461,7 +461,7 @@ def model_explorer(model, tokens, top=8):
 
     def update(setting):
         l, i = setting
-        im.set_data(weights[l][i])
+        im.set_data(A[l][i])
         ax1.set_title(f"layer {l}, head {i}: attention weights")
         values, ticks, copy = entries[setting]
         for rect, v, c in zip(bar, values, copy):
