@@ -97,9 +97,10 @@ def full_qk_circuit(W_E, weights: Weights, W_E_key=None) -> LowRank:
     """How much each query token wants each key token: ``W_E W^P_i W_E_keyᵀ`` (unscaled score).
 
     With ``W_E_key = W_E`` (the default) this is the token part of the
-    pattern; with position embeddings on both sides, ``full_qk_circuit(W_pos,
-    w)``, its positional part; with the keys seen through an earlier head's
-    message, ``W_E_key = W_E W^M_j``, the key side of K-composition.
+    score ``x_t W^P_i x_sᵀ``; with position embeddings on both sides,
+    ``full_qk_circuit(W_pos, w)``, its positional part; with the keys seen
+    through an earlier head's message, ``W_E_key = W_E W^M_j``, the key side
+    of K-composition.
 
     Parameters
     ----------

@@ -576,7 +576,7 @@ def available() -> list:
 def checkpoints(name, dtype=np.float64) -> dict:
     """The weights a shipped model had along its training, by step (its card's ``checkpoints``).
 
-    Stored in float16 (they are read for patterns and scores, not for the
+    Stored in float16 (they are read for attention weights and scores, not for the
     last digit); checked against the SHA-256 in the card, as :func:`load` does.
 
     Returns

@@ -13,7 +13,7 @@ corpus statistics its card was measured on (``model.corpus``):
 A one-layer attention-only model predicts the logits
 ``x W_U + Σ_i Σ_s A_i[t, s] x_s W^M_i W_U``: a direct path from the current
 token (bigram statistics) plus, per head, terms that depend on the current
-token (through the pattern) and on one earlier token (through the message).
+token (through its pattern ``x_t W^P_i``) and on one earlier token (through the message).
 Elhage et al. (2021) read the latter as **skip-trigrams** ``source … query →
 output``: :func:`skip_trigrams` lists the strongest of them from the weights.
 
