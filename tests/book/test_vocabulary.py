@@ -7,6 +7,7 @@ exercise notebook and flags each "pattern" that is not visibly one of those:
 code (inline or fenced) and glossary links ({term}`pattern`) are skipped, and
 every other occurrence must sit in one of the phrases below.
 """
+import ast
 import re
 from pathlib import Path
 
@@ -228,8 +229,9 @@ def test_chapters_1_to_9_link_the_glossary():
 # --- The glossary's words in code names and headings --------------------------------------------
 # A library name (function, class, method) or a notebook variable that contains a defined word
 # must use it in the glossary's sense. "pattern": the name's docstring speaks of W^P (or of the
-# patterns-and-messages form); the softmax's output is "weights". "circuit": a product of weight
-# matrices along one path (W^P_i, W^M_i, W_E W^M_i W_U). Names kept with another sense say why.
+# patterns-and-messages form); the softmax's output is the "attention weights" (A), and "weights"
+# alone means the parameters. "circuit": a product of weight matrices along one path (W^P_i, W^M_i,
+# W_E W^M_i W_U). Names kept with another sense say why.
 
 KEPT_OTHER_SENSE: dict = {
     # public names other code relies on, kept with another sense (none now: Model.patterns and
@@ -239,10 +241,12 @@ GLOSSARY_SENSE = {
     "pattern": re.compile(r"W\^P|pattern matri|patterns and messages|patterns too", re.I),
     "circuit": re.compile(r"W\^P|W\^M|W_E\b|W_U\b|pattern matri|message matri", re.I),
 }
-OLD_NAMES = {  # old name -> the glossary-named function it stands for
+OLD_NAMES = {  # old name -> the glossary-named function it stands for (each old name warns)
     "attnlib.attention.attention_pattern": "attention_weights",
-    "attnlib.plots.pattern_heatmap": "weights_heatmap",
-    "attnlib.plots.head_patterns": "head_weights",
+    "attnlib.plots.pattern_heatmap": "attention_heatmap",
+    "attnlib.plots.head_patterns": "head_attention_weights",
+    "attnlib.plots.weights_heatmap": "attention_heatmap",
+    "attnlib.plots.head_weights": "head_attention_weights",
 }
 
 
@@ -312,7 +316,10 @@ def test_old_names_are_the_new_functions_and_keep_old_code_running():
         module = importlib.import_module(module_name)
         assert hasattr(module, new), f"{module_name} has no {new}"
     from attnlib import attention, attention_pattern, attention_weights, plots
-    assert plots.pattern_heatmap is plots.weights_heatmap and plots.head_patterns is plots.head_weights
+    for dotted, new in OLD_NAMES.items():
+        module_name, old = dotted.rsplit(".", 1)
+        if module_name == "attnlib.plots":  # the same function behind a warning
+            assert getattr(plots, old).__wrapped__ is getattr(plots, new), dotted
     rng = np.random.default_rng(0)
     Q, K = rng.standard_normal((2, 2, 5, 3))  # (n_heads, T, d_k) each
     with warnings.catch_warnings(record=True) as caught:
@@ -323,6 +330,58 @@ def test_old_names_are_the_new_functions_and_keep_old_code_running():
     assert "attention_weights" in str(caught[0].message)
     assert caught[0].filename == __file__  # the warning points at the caller's line
     assert np.allclose(old @ K, attention(Q, K, K, causal=True))
+
+
+def test_the_old_names_of_the_figures_warn_and_draw_the_same():
+    """plots.weights_heatmap, head_weights (and the older pattern_heatmap, head_patterns) warn, as attention_pattern does."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from attnlib import plots
+
+    A = np.array([[1.0, 0.0], [0.25, 0.75]])
+    for old, new in [("weights_heatmap", "attention_heatmap"), ("pattern_heatmap", "attention_heatmap"),
+                     ("head_weights", "head_attention_weights"), ("head_patterns", "head_attention_weights")]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig = getattr(plots, old)(A[None] if new.startswith("head") else A, ["a", "b"])
+        plt.close(fig)
+        assert [w.category for w in caught] == [PendingDeprecationWarning], old
+        assert f"attnlib.plots.{new}" in str(caught[0].message) and caught[0].filename == __file__
+
+
+def test_renamed_keywords_still_work_and_name_the_new_one():
+    """metrics' functions took the attention weights as ``pattern`` (or ``weights``): that keyword still works, warned."""
+    import inspect
+    import warnings
+
+    import numpy as np
+    from attnlib import incontext, metrics
+
+    A = np.tri(4)[None] / np.arange(1, 5)[:, None]  # one head, uniform causal
+    tokens, mask = np.array([3, 1, 3, 1]), np.array([False, True, True, True])
+    calls = [(metrics.attention_to_previous, {"first": 2}, "pattern"),
+             (metrics.attention_to, {"source": tokens * 0, "mask": mask}, "pattern"),
+             (metrics.head_scores, {"tokens": tokens, "mask": mask}, "pattern"),
+             (metrics.onto_one_occurrence, {"tokens": tokens}, "weights")]
+    for f, rest, old in calls:
+        assert list(inspect.signature(f).parameters)[0] == "A", f.__name__
+        a = A[0] if f is metrics.onto_one_occurrence else A
+        new = f(a, **rest)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            was = f(**{old: a}, **rest)
+        assert [w.category for w in caught] == [DeprecationWarning], f.__name__
+        assert f"'{old}' is now called 'A'" in str(caught[0].message) and caught[0].filename == __file__
+        assert str(was) == str(new), f.__name__
+    # the old incontext.attention_to_previous (default first=2) is an alias of the one function, numbers unchanged
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = incontext.attention_to_previous(A)
+    assert [w.category for w in caught] == [PendingDeprecationWarning] and caught[0].filename == __file__
+    assert "metrics.attention_to_previous(A, first=2)" in str(caught[0].message)
+    assert np.array_equal(old, metrics.attention_to_previous(A, first=2))
 
 
 def test_the_model_s_old_names_are_aliases_that_warn():
@@ -407,7 +466,8 @@ def test_cross_references_read_as_text_in_jupyter():
 # --- The old names of the attention weights in notebook code -------------------------------------
 # Model.patterns, Trace.patterns and attnlib.attention_pattern still run (deprecated aliases), but a
 # reader copies what the book shows: every chapter and exercise calls the weights by their name.
-OLD_WEIGHTS_NAME = re.compile(r"\.patterns\b(?!\s*=)|\battention_pattern\b")
+OLD_WEIGHTS_NAME = re.compile(r"\.patterns\b(?!\s*=)|\battention_pattern\b"
+                              r"|\b(weights_heatmap|head_weights|pattern_heatmap|head_patterns)\b")
 
 
 def old_weights_names(source: str) -> list[str]:
@@ -422,7 +482,9 @@ def test_the_old_name_checker_finds_each_old_name():
     assert old_weights_names("A = attnlib.attention_pattern(Q, K)") == ["A = attnlib.attention_pattern(Q, K)"]
     assert old_weights_names("from attnlib import attention_pattern") != []
     assert not old_weights_names("A = model.attention_weights(tokens)\nB = tr.attention_weights[0]")
-    assert not old_weights_names("plots.head_patterns(A)  # heads' weights; FORMS['patterns_and_messages']")
+    assert old_weights_names("fig = plots.head_weights(A)") and old_weights_names("plots.weights_heatmap(A[0])")
+    assert old_weights_names("plots.head_patterns(A)  # heads' weights; FORMS['patterns_and_messages']")
+    assert not old_weights_names("plots.head_attention_weights(A)  # FORMS['patterns_and_messages']")
     assert not old_weights_names("A = model.attention_weights(t)  # not model.patterns, the old name")
 
 
@@ -433,3 +495,208 @@ def test_no_notebook_uses_the_old_names_of_the_attention_weights():
     assert not found, ("notebooks that call the attention weights by an old name (use "
                        "Model.attention_weights, Trace.attention_weights, attnlib.attention_weights):\n"
                        + "\n".join(found))
+
+
+# --- The glossary's words in the library's source, read with ast -------------------------------
+# Every module, class and function of attnlib, private ones too: its parameter names, the names it
+# assigns, and its whole docstring. "pattern" (a row of X W^P) never names the softmax's output, and
+# "weights" alone (the parameters) never names the attention weights: those are A or attention_weights.
+LIBRARY = ROOT / "attnlib"
+PATTERN = re.compile(r"pattern", re.I)
+BARE_WEIGHTS = re.compile(r"(?<!attention_)weights", re.I)  # weights, head_weights; not attention_weights
+# A sentence (or a parameter's entry) that shows the glossary's pattern, or speaks of the attention weights.
+PATTERN_SENSE = re.compile(r"W\^P|pattern matri|patterns?[-_ ]and[-_ ]messages|patterns too|\bp_t\b", re.I)
+SOFTMAX_SENSE = re.compile(r"attention weights|softmax|attention pattern", re.I)
+# An expression that computes or reads the attention weights (what a name it is assigned to holds).
+SOFTMAX_CALLS = {"attention_weights", "_attention_weights", "softmax", "softmax_", "patterns"}
+# Other texts' name for A, quoted in a sentence that names the text.
+OTHER_TEXT_NAME = re.compile(r"attention pattern", re.I)
+# Docstrings and parameters (dotted name) that use "pattern" in another sense, and why.
+KEPT_IN_SOURCE = {
+    "attnlib.tokenizer.BPE": "a regular expression (re's pattern) that cuts text into pieces",
+    "attnlib.tokenizer.BPE.__init__(pattern)": "the same regular expression",
+}
+
+
+def _definitions(tree: ast.Module, module: str):
+    """(dotted name, node, the class docstring for methods) of the module, its classes and functions."""
+    yield module, tree, None
+    stack = [(module, tree, None)]
+    while stack:
+        prefix, node, _ = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                dotted = f"{prefix}.{child.name}"
+                owner = ast.get_docstring(node) if isinstance(node, ast.ClassDef) else None
+                yield dotted, child, owner
+                stack.append((dotted, child, owner))
+
+
+def _parameter_entries(doc: str) -> dict[str, str]:
+    """A numpydoc docstring's Parameters section: each parameter's header and description."""
+    match = re.search(r"^Parameters\n-+\n(.*?)(?=^\w[\w ]*\n-+\n|\Z)", doc or "", flags=re.S | re.M)
+    entries, current = {}, None
+    for line in (match.group(1) if match else "").splitlines():
+        head = re.match(r"^(\*{0,2}\w+(?:\s*,\s*\w+)*)\s*(:|$)", line)
+        if head:
+            current = [n.strip("* ") for n in head.group(1).split(",")]
+            for name in current:
+                entries[name] = line
+        elif current and line.strip():
+            for name in current:
+                entries[name] += "\n" + line
+    return entries
+
+
+def _code_masked(doc: str) -> str:
+    """The docstring with its code (``literals``, `roles`, doctest examples and their output) blanked."""
+    doc = re.sub(r"``.*?``|`[^`\n]*`", lambda m: " " * len(m.group(0)), doc, flags=re.S)
+    lines, in_example = [], False
+    for line in doc.split("\n"):
+        stripped = line.strip()
+        in_example = stripped.startswith((">>>", "...")) or (in_example and bool(stripped))
+        lines.append(" " * len(line) if in_example else line)
+    return "\n".join(lines)
+
+
+def _softmax_valued(node) -> bool:
+    """An expression that computes or reads the attention weights: softmax(...), x.attention_weights, ..."""
+    return any((isinstance(n, ast.Name) and n.id in SOFTMAX_CALLS)
+               or (isinstance(n, ast.Attribute) and n.attr in SOFTMAX_CALLS) for n in ast.walk(node))
+
+
+def _own_nodes(node):
+    """The nodes of a function's (or module's) own body: not those of the functions and classes it defines."""
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield child
+            yield from _own_nodes(child)
+
+
+def _assigned(node):
+    """(name, value) of each name this function (or module) assigns itself, loop variables included."""
+    for n in _own_nodes(node):
+        if isinstance(n, ast.Assign):
+            targets, value = n.targets, n.value
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
+            targets, value = [n.target], n.value
+        elif isinstance(n, (ast.For, ast.comprehension)):
+            targets, value = [n.target], n.iter
+        else:
+            continue
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    yield name.id, value
+
+
+def library_source_misuses(root: Path = LIBRARY) -> list[str]:
+    """Each "pattern" meaning the attention weights, and each bare "weights" naming them, in ``root``'s source."""
+    found = []
+    for path in sorted(root.glob("*.py")):
+        module = f"attnlib.{path.stem}"
+        for dotted, node, owner in _definitions(ast.parse(path.read_text(encoding="utf-8")), module):
+            doc = ast.get_docstring(node) or ""
+            where = f"{path.name}:{getattr(node, 'lineno', 1)} {dotted}"
+            deprecated = doc.startswith("Deprecated")  # an old name kept for old code (see OLD_NAMES)
+            if not isinstance(node, ast.Module) and not deprecated:
+                first = doc.split("\n\n")[0]
+                if PATTERN.search(node.name) and not PATTERN_SENSE.search(first) and dotted not in KEPT_IN_SOURCE:
+                    found.append(f"{where}: the name says pattern, its docstring {first[:60]!r}")
+                if BARE_WEIGHTS.search(node.name) and SOFTMAX_SENSE.search(first):
+                    found.append(f"{where}: 'weights' alone names the attention weights ({first[:60]!r})")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                entries = {**_parameter_entries(owner or ""), **_parameter_entries(doc)}
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]:
+                    entry = entries.get(arg.arg, "")
+                    if f"{dotted}({arg.arg})" in KEPT_IN_SOURCE:
+                        continue
+                    if PATTERN.search(arg.arg) and not PATTERN_SENSE.search(entry):
+                        found.append(f"{where}: parameter {arg.arg!r} ({entry.strip()[:60]!r})")
+                    if BARE_WEIGHTS.search(arg.arg) and SOFTMAX_SENSE.search(entry):
+                        found.append(f"{where}: parameter {arg.arg!r} is the attention weights ({entry.strip()[:60]!r})")
+            for name, value in _assigned(node):
+                alias = isinstance(value, ast.Call) and getattr(value.func, "id", "") == "renamed_function"
+                if (PATTERN.search(name) or BARE_WEIGHTS.search(name)) and not alias and _softmax_valued(value):
+                    found.append(f"{where}: {name} = {ast.unparse(value)[:60]} (the attention weights: A)")
+            if dotted in KEPT_IN_SOURCE:
+                continue
+            masked = _code_masked(doc)
+            for m in re.finditer(r"\bpatterns?\b", masked, re.I):
+                sentence = sentence_around(doc, m.start(), m.end())
+                if PATTERN_SENSE.search(sentence):
+                    continue
+                if OTHER_TEXT_NAME.search(doc[max(0, m.start() - 10):m.end()]) and OTHER_TEXT.search(sentence):
+                    continue
+                found.append(f"{where}: docstring ...{context(doc, m.start(), m.end())}...")
+    return sorted(set(found))
+
+
+def test_the_source_checker_flags_pattern_and_bare_weights_for_attention_weights(tmp_path):
+    (tmp_path / "old.py").write_text('''"""Readings computed from the patterns of Model.trace."""
+
+
+def head_scores(pattern, tokens):
+    """Scores.
+
+    Parameters
+    ----------
+    pattern : (n_heads, T, T) ndarray
+    tokens : (T,) ndarray
+    """
+    patterns = softmax(pattern)
+    return patterns
+
+
+def _pattern(Q, K):
+    """softmax(Q K^T)."""
+
+
+def weights_heatmap(A):
+    """Heatmap of attention weights."""
+
+
+def moved(weights, tokens):
+    """Move weight.
+
+    Parameters
+    ----------
+    weights : (T, T) ndarray
+        One head's attention weights.
+    """
+    weights = model.attention_weights(tokens)
+''', encoding="utf-8")
+    (tmp_path / "new.py").write_text('''"""Patterns and messages: the pattern matrix ``W^P_i`` of each head."""
+
+
+def head_scores(A, tokens, weights):
+    """Scores of the pattern ``p_t = x_t W^P_i`` and the attention weights.
+
+    The circuits paper calls ``A`` the attention pattern.
+
+    Parameters
+    ----------
+    A : (n_heads, T, T) ndarray
+        Attention weights.
+    weights : Weights
+        The layer's parameters.
+    """
+    A = softmax(tokens)
+    weights = load(tokens)
+    return A, weights
+''', encoding="utf-8")
+    found = library_source_misuses(tmp_path)
+    flagged = " ".join(found)
+    assert all("new.py" not in f for f in found), found
+    for what in ["old.py:1 attnlib.old: docstring", "parameter 'pattern'", "patterns = softmax",
+                 "_pattern: the name says pattern", "weights_heatmap: 'weights' alone",
+                 "parameter 'weights' is the attention weights", "weights = model.attention_weights"]:
+        assert what in flagged, (what, found)
+
+
+def test_the_library_s_source_uses_the_glossary_s_words():
+    """Parameter names, assigned names and whole docstrings of every module (private ones too), read with ast."""
+    found = library_source_misuses()
+    assert not found, ("attnlib calls the attention weights 'pattern' or bare 'weights' (name them A or "
+                       "attention_weights; keep an old public name as a warning alias):\n" + "\n".join(found))
