@@ -19,7 +19,7 @@ from . import cost, forms  # noqa: F401  (attnlib.forms.FORMS, attnlib.cost.* wi
 __version__ = "0.1.0"
 
 ORDER = (
-    ("_checks", "input checks every public function runs first: clear errors instead of numpy's"),
+    ("_validate", "input validation every public function runs first: clear errors instead of numpy's"),
     ("_deprecated", "old names kept working, with a warning that names the new one"),
     ("normalize", "softmax with a mask, the causal mask"),
     ("attention", "scaled dot-product attention (chapter 1)"),
@@ -31,7 +31,8 @@ ORDER = (
     ("forms", "FORMS: one function per step of the refactor (chapters 3-8)"),
     ("cost", "parameter and FLOP counts of each form"),
     ("example", "a hand-built layer whose heads mean something"),
-    ("checks", "the exercises' checks, and what withholds the library's answers while one is judged"),
+    ("grader", "while the grader judges a cell: the instructor's functions in place, the library's answers withheld"),
+    ("checks", "the exercises' checks: what is wrong, never what is right"),
     ("probes", "the exercises' probes: values the grader compares"),
     ("tokenizer", "the BPE tokenizer of the models of text"),
     ("sites", "the named sites of a forward pass, and edits of them"),

@@ -1,4 +1,4 @@
-"""Input checks shared by every module: clear errors instead of numpy's.
+"""Input validation shared by every module: clear errors instead of numpy's.
 
 Every public function validates its arguments here first, so that a reader
 sees ``W_O has 96 rows, expected n_heads * d_head = 64`` rather than a

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ._checks import as_float_array, check_bool, check_finite, check_result, leading_shape, result_dtype
+from ._validate import as_float_array, check_bool, check_finite, check_result, leading_shape, result_dtype
 from .normalize import causal_mask, exp_shifted_, softmax_
 
 

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._deprecated import renamed_keywords
-from .checks import answer_of
+from .grader import answer_of
 from .model import Model
 from . import paths, sites
 

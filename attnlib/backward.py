@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .checks import answer_of
+from .grader import answer_of
 from .model import Model, Trace
 from .objectives import Linear, Metric
 

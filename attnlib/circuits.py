@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite, check_positive_int, check_seed
+from ._validate import as_float_array, check_finite, check_positive_int, check_seed
 from .lowrank import LowRank
 from .weights import Weights, check_weights, random_weights
 

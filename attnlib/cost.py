@@ -7,7 +7,7 @@ product: softmax, scaling and the sums over heads are lower order. The
 """
 from __future__ import annotations
 
-from ._checks import check_positive_int
+from ._validate import check_positive_int
 
 
 def _mm(m, k, n):

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ._checks import check_bool, check_result, result_dtype
+from ._validate import check_bool, check_result, result_dtype
 from .attention import _attend, _attention_weights
 from .circuits import ov_circuit, qk_circuit
 from .lowrank import LowRank, _left_times_stack, _stack_times_right

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_positive_int
+from ._validate import as_float_array, check_positive_int
 
 
 def split_heads(X, n_heads: int) -> np.ndarray:

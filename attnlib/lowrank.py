@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite, check_result, leading_shape
+from ._validate import as_float_array, check_finite, check_result, leading_shape
 
 
 def _as_stack(x, name) -> np.ndarray:

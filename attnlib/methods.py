@@ -25,7 +25,7 @@ import numpy as np
 from . import backward, paths, sites
 from .attention import attention_weights
 from .attribution import Attribution, _index, _run, _sequence, _sites
-from .checks import answer_of
+from .grader import answer_of
 from .model import Model
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._deprecated import renamed_keywords
-from .checks import answer_of
+from .grader import answer_of
 from .circuits import composition_baseline, composition_score, copying_score, full_ov_circuit, qk_circuit
 from .tasks import TASKS
 

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite
+from ._validate import as_float_array, check_finite
 from . import sites
 from .normalize import causal_mask, softmax_
 from .tokenizer import BPE

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_bool, check_finite, check_result, leading_shape, result_dtype
+from ._validate import as_float_array, check_bool, check_finite, check_result, leading_shape, result_dtype
 from .attention import _attend
 from .heads import merge_heads, split_heads
 from .weights import Weights, check_weights

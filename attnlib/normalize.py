@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite, check_positive_int
+from ._validate import as_float_array, check_finite, check_positive_int
 
 
 def softmax(x, axis: int = -1, where=None) -> np.ndarray:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._checks import check_positive_int
+from ._validate import check_positive_int
 
 
 @dataclass(frozen=True)

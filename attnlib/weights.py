@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import as_float_array, check_finite, check_positive_int, check_seed
+from ._validate import as_float_array, check_finite, check_positive_int, check_seed
 
 
 class PerHead(NamedTuple):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import attnlib.attribution
-from attnlib import checks
+from attnlib import grader
 from attnlib.checks import Withheld, judging
 from attnlib.model import load
 
@@ -72,7 +72,7 @@ def test_an_error_in_the_block_ends_the_withholding(model):
     with pytest.raises(ZeroDivisionError):
         with judging("qk_attribution"):
             1 / 0
-    assert checks._judged == ()
+    assert grader._judged == ()
     ANSWERS["qk_attribution"](model)
 
 
@@ -80,8 +80,8 @@ def test_a_block_whose_record_was_changed_fails():
     """Code run inside the block that clears the record (to call the library) does not pass unseen."""
     with pytest.raises(AssertionError, match="changed while they ran"):
         with judging("logit_attribution"):
-            checks._judged = ()
-    assert checks._judged == ()
+            grader._judged = ()
+    assert grader._judged == ()
 
 
 def test_the_withheld_error_is_a_failed_check():

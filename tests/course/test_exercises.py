@@ -150,7 +150,7 @@ def run_cell(name, test_id, answers, part):
     except Exception as err:  # noqa: BLE001 -- any failure of the cell counts
         return err
     finally:
-        checks._offered = None
+        __import__("attnlib.grader").grader._offered = None
     return None
 
 

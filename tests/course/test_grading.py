@@ -631,7 +631,7 @@ def _run_whole_test_cell(name, gid, ns):
         with np.errstate(all="ignore"):
             exec(compile(test.source, f"<{name}:{gid}>", "exec"), ns)
     finally:
-        checks._offered = None
+        __import__("attnlib.grader").grader._offered = None
     return probed
 
 

@@ -96,7 +96,7 @@ def fired_lines(name, test_id, answer):
     except Exception:  # noqa: BLE001, S110 -- a statement outside the wrapped ones; what fired so far counts
         pass
     finally:
-        checks._offered = None
+        __import__("attnlib.grader").grader._offered = None
     return fired
 
 
