@@ -489,10 +489,10 @@ def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: 
     * ``composition="k"``: L0H0 is a previous-token head (it attends from
       position ``p`` to ``p - 1`` and writes that token into the link
       subspace); L1H0's keys read the link subspace and its queries the
-      token, so it attends to the token after an earlier copy of the current
+      token, so it attends to the token after an earlier occurrence of the current
       one and writes that token into the output subspace (K-composition).
     * ``composition="q"``: L0H0 is a duplicate-token head (it attends to an
-      earlier copy of the current token and writes *that position* into the
+      earlier occurrence of the current token and writes *that position* into the
       link subspace); L1H0's queries read the link subspace and look for the
       position after it (Q-composition).
 
@@ -579,9 +579,9 @@ def planted(composition: str = "k", vocab: int = 8, n_ctx: int = 16, sharpness: 
         K0[0, tok, np.arange(V)] = 1.0
         Q0[0, pos, V + np.arange(C)] = -b  # ... somewhere else
         K0[0, pos, V + np.arange(C)] = 1.0
-        V0[0, pos, np.arange(C)] = 1.0  # where that copy is ...
+        V0[0, pos, np.arange(C)] = 1.0  # where that occurrence is ...
         O0[0, np.arange(C), link] = 1.0  # ... written into the link subspace
-        Q1[0, link[:-1], 1 + np.arange(C - 1)] = b  # the position after the earlier copy ...
+        Q1[0, link[:-1], 1 + np.arange(C - 1)] = b  # the position after the earlier occurrence ...
         K1[0, pos, np.arange(C)] = 1.0  # ... against each key's position
     V1[0, tok, np.arange(V)] = 1.0  # L1H0 copies the token it attends to ...
     O1[0, np.arange(V), out] = 5.0  # ... into the output subspace

@@ -13,7 +13,7 @@ Examples
 --------
 >>> from attnlib.model import load
 >>> m = load("plays_1l")
->>> tokens = repeated_random(m, n=2, copies=3)
+>>> tokens = repeated_random(m, n=2, occurrences=3)
 >>> tokens.shape, bool((tokens[:, 1:43] == tokens[:, 43:85]).all())
 ((2, 127), True)
 """
@@ -24,9 +24,9 @@ import warnings
 import numpy as np
 
 from . import paths
+from ._deprecated import renamed_keywords
 from .metrics import attention_to_previous as _attention_to_previous
 from .metrics import head_scores
-from ._deprecated import renamed_keywords
 from .text import text_tokens
 
 EARLY, LATE = (0.05, 0.15), (0.85, 1.0)
@@ -36,23 +36,25 @@ Each part is the slice ``int(a * T):int(b * T)``: in windows of 64, positions
 3 to 8 (the slice ``3:9``) early and 54 to 63 late."""
 
 
-def repeated_random(model, n: int = 64, copies: int = 3, seed: int = 0) -> np.ndarray:
-    """Olsson et al.'s test sequences: BOS, then ``L`` random tokens repeated ``copies`` times.
+@renamed_keywords(copies="occurrences")
+def repeated_random(model, n: int = 64, occurrences: int = 3, seed: int = 0) -> np.ndarray:
+    """Olsson et al.'s test sequences: BOS, then ``L`` random tokens, occurring ``occurrences`` times in a row.
 
-    ``L = (n_ctx - 1) // copies``; the ``L`` tokens of a sequence are distinct
+    ``L = (n_ctx - 1) // occurrences``; the ``L`` tokens of a sequence are distinct
     text tokens (``attnlib.text.text_tokens``), drawn without replacement.
+    (``copies`` is the old name of ``occurrences``: it warns.)
 
     Returns
     -------
-    (n, 1 + copies * L) ndarray of int64
+    (n, 1 + occurrences * L) ndarray of int64
     """
-    if copies < 2:
-        raise ValueError(f"copies must be at least 2 (a first occurrence and a repeat), got {copies}")
-    L = (model.n_ctx - 1) // copies
+    if occurrences < 2:
+        raise ValueError(f"occurrences must be at least 2 (a first occurrence and a repeat), got {occurrences}")
+    L = (model.n_ctx - 1) // occurrences
     rng = np.random.default_rng(seed)
     ids = text_tokens(model)
     segments = np.stack([rng.choice(ids, size=L, replace=False) for _ in range(n)])  # (n, L)
-    return np.concatenate([np.full((n, 1), model.bos), np.tile(segments, copies)], axis=1).astype(np.int64)
+    return np.concatenate([np.full((n, 1), model.bos), np.tile(segments, occurrences)], axis=1).astype(np.int64)
 
 
 def induction_scores(model, tokens, ablate=(), edges=(), occurrences: str = "last") -> dict:
@@ -394,7 +396,7 @@ def measure(model, n: int = 64, seed: int = 0) -> dict:
     """
     from .text import heldout_windows
 
-    seqs = repeated_random(model, n=n, copies=3, seed=seed)
+    seqs = repeated_random(model, n=n, occurrences=3, seed=seed)
     s = induction_scores(model, seqs)
     last = model.n_layers - 1
     p, i = int(s["previous"][0].argmax()), int(s["prefix"][last].argmax())

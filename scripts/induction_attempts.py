@@ -79,7 +79,7 @@ def windows(model, n=256):
 def probe(model, windows):
     """The attempt's figures at one step."""
     m = model.astype(np.float64)
-    seqs = incontext.repeated_random(m, n=32, copies=3, seed=1)
+    seqs = incontext.repeated_random(m, n=32, occurrences=3, seed=1)
     s = incontext.induction_scores(m, seqs)
     copies = incontext.repeat_losses(m, seqs)
     tokens, targets = windows

@@ -365,7 +365,7 @@ def test_the_graph_s_edges_and_values_keep_clear_of_the_boxes():
     from attnlib.attribution import attribution_graph
     from attnlib.plots import plot_graph
     m = load("plays_2l_spans")
-    seqs = incontext.repeated_random(m, n=1, copies=2, seed=16)
+    seqs = incontext.repeated_random(m, n=1, occurrences=2, seed=16)
     half = (seqs.shape[1] - 1) // 2
     q = 1 + half + half // 2
     links = attribution_graph(m, seqs[0], q, int(seqs[0, q + 1]), 1, 0, q - half + 1, top=3)

@@ -49,20 +49,23 @@ def test_smear_weights_survive_saving_and_loading(tmp_path):
 
 def test_repeated_random_sequences_repeat_distinct_text_tokens():
     model = toy()
-    seqs = incontext.repeated_random(model, n=5, copies=3, seed=4)
+    seqs = incontext.repeated_random(model, n=5, occurrences=3, seed=4)
     L = (model.n_ctx - 1) // 3
     assert seqs.shape == (5, 1 + 3 * L) and (seqs[:, 0] == model.bos).all()
     first = seqs[:, 1:1 + L]
     assert (seqs[:, 1 + L:1 + 2 * L] == first).all() and (seqs[:, 1 + 2 * L:] == first).all()
     assert all(len(set(row)) == L for row in first)
     assert not np.isin(seqs[:, 1:], [model.bos, model.tokenizer.unk]).any()
-    with pytest.raises(ValueError, match="copies"):
-        incontext.repeated_random(model, copies=1)
+    with pytest.raises(ValueError, match="occurrences must be at least 2"):
+        incontext.repeated_random(model, occurrences=1)
+    with pytest.warns(DeprecationWarning, match="'copies' is now called 'occurrences'"):
+        old = incontext.repeated_random(model, n=2, copies=3, seed=1)
+    assert np.array_equal(old, incontext.repeated_random(model, n=2, occurrences=3, seed=1))
 
 
 def test_a_head_built_to_prefix_match_scores_one_and_one_built_to_look_back_scores_one():
     """Hand-made attention weights: one head attends to the previous position, the other to the token after the earlier copy."""
-    seqs = incontext.repeated_random(toy(), n=3, copies=3, seed=0)  # (3, 16)
+    seqs = incontext.repeated_random(toy(), n=3, occurrences=3, seed=0)  # (3, 16)
     T = seqs.shape[1]
     earlier = attnlib_earlier(seqs)
     A = np.zeros((3, 2, T, T))
@@ -91,7 +94,7 @@ def test_the_in_context_score_compares_late_with_early_positions():
 
 def test_repeat_losses_and_token_losses_agree_with_the_forward_pass():
     model = toy()
-    seqs = incontext.repeated_random(model, n=4, copies=3, seed=2)
+    seqs = incontext.repeated_random(model, n=4, occurrences=3, seed=2)
     per_token = incontext.token_losses(model, seqs[:, :-1], seqs[:, 1:], batch=3)
     logits = model.forward(seqs[:, :-1])
     p = np.exp(logits - logits.max(-1, keepdims=True))

@@ -69,7 +69,7 @@ def test_the_in_context_interval_is_a_bootstrap_over_windows():
 
 def test_untrained_scores_are_step_0_and_below_the_trained_head():
     spans = load("plays_2l_spans")
-    seqs = incontext.repeated_random(spans, n=8, copies=3, seed=4)
+    seqs = incontext.repeated_random(spans, n=8, occurrences=3, seed=4)
     null = incontext.untrained_scores("plays_2l_spans", seqs)
     trained = incontext.induction_scores(spans, seqs)
     assert null["prefix"].shape == trained["prefix"].shape == (2, 4)
@@ -81,7 +81,7 @@ def test_untrained_scores_are_step_0_and_below_the_trained_head():
 def test_previous_token_scores_agree_between_metrics_and_incontext():
     """metrics.head_scores counts query 1 (whose previous position is BOS); incontext.induction_scores leaves it out."""
     spans = load("plays_2l_spans")
-    seqs = incontext.repeated_random(spans, n=4, copies=3)
+    seqs = incontext.repeated_random(spans, n=4, occurrences=3)
     A = spans.attention_weights(seqs)[0]  # (4, n_heads, T, T)
     mask = np.broadcast_to(np.arange(seqs.shape[-1]) >= 1, seqs.shape)
     from_metrics = metrics.head_scores(A, seqs, mask)["previous"]

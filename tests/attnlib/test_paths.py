@@ -154,7 +154,7 @@ def test_mean_ablation_of_a_constant_term_changes_nothing():
 def test_induction_scores_take_edges():
     """incontext.induction_scores with the residual edges is induction_scores with ablate."""
     model = load("plays_2l_spans")
-    seqs = incontext.repeated_random(model, n=4, copies=3)
+    seqs = incontext.repeated_random(model, n=4, occurrences=3)
     a = incontext.induction_scores(model, seqs, ablate=[(0, 1)])
     b = incontext.induction_scores(model, seqs, edges=paths.residual(model, [(0, 1)]))
     for k in a:

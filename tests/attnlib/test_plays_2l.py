@@ -51,7 +51,7 @@ def test_a_changed_checkpoint_file_is_refused(tmp_path):
 
 
 def test_the_spans_model_has_an_induction_head_that_reads_a_previous_token_head(spans):
-    seqs = incontext.repeated_random(spans, n=64, copies=3, seed=7)  # not the card's sequences
+    seqs = incontext.repeated_random(spans, n=64, occurrences=3, seed=7)  # not the card's sequences
     s = incontext.induction_scores(spans, seqs)
     p, i = int(s["previous"][0].argmax()), int(s["prefix"][1].argmax())
     assert s["prefix"][1, i] >= 0.5 and s["previous"][0, p] >= 0.5
@@ -62,7 +62,7 @@ def test_the_spans_model_has_an_induction_head_that_reads_a_previous_token_head(
 
 
 def test_the_plain_model_has_no_prefix_matching_head(plain):
-    seqs = incontext.repeated_random(plain, n=64, copies=3, seed=7)
+    seqs = incontext.repeated_random(plain, n=64, occurrences=3, seed=7)
     assert incontext.induction_scores(plain, seqs)["prefix"].max() < 0.1
     for row in checkpoints("plays_2l").values():
         assert incontext.induction_scores(row, seqs[:16])["prefix"].max() < 0.1
