@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .grader import answer_of
-from .model import Model, Trace
+from .model import Model, Trace, _count
 from .objectives import Linear, Metric
 
 
@@ -125,7 +125,8 @@ def gradients(model: Model, tokens, direction, edits=None) -> Gradients:
     """
     tokens = model._tokens(tokens)
     direction = check_direction(model, tokens, direction)
-    tr = model.run(tokens, edits)  # the forward side
+    tr = model.run(tokens, edits)  # the forward side (counted there)
+    _count(backward=1)
     metric = direction if isinstance(direction, Metric) else Linear(direction)
     direction = metric.gradient(tr.logits)  # (..., T, vocab): d metric / d logits
     g = direction @ model.W_U.T  # (..., T, d_model): the final stream

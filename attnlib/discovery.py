@@ -28,60 +28,14 @@ Examples
 """
 from __future__ import annotations
 
-import contextlib
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import attribution, backward
-from .model import Model
+from .model import Cost, Model, counting  # noqa: F401  (discovery.counting: the methods' cost)
 from .objectives import Linear, Metric
 from .paths import INPUTS, Edge
-
-_counters: list = []
-
-
-@dataclass(eq=False)  # each block its own counter, even while two hold the same counts
-class Cost:
-    """Passes over the batch that the methods ran inside a :func:`counting` block."""
-
-    forward: int = 0
-    backward: int = 0
-
-
-@contextlib.contextmanager
-def counting():
-    """Count the forward and backward passes of this module's functions inside the block.
-
-    Yields
-    ------
-    Cost
-
-    Examples
-    --------
-    >>> from attnlib.model import load
-    >>> m = load("induction")
-    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
-    >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
-    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
-    >>> with counting() as cost:
-    ...     _ = edge_effects(m, clean, corrupt, d)
-    >>> cost.forward, cost.backward     # the clean and corrupt runs, and one per edge (the input's 25 too)
-    (83, 0)
-    """
-    cost = Cost()
-    _counters.append(cost)
-    try:
-        yield cost
-    finally:
-        _counters.remove(cost)
-
-
-def _count(forward: int = 0, backward: int = 0) -> None:
-    for c in _counters:
-        c.forward += forward
-        c.backward += backward
 
 
 def all_edges(model: Model, embed: bool = True) -> list:
@@ -144,7 +98,6 @@ class _Runs:
     def traces(self):
         self.clean_trace = self.model.trace(self.clean)
         self.corrupt_trace = self.model.run(self.corrupt)
-        _count(forward=2)
         self.base = self.metric_of(self.clean_trace.logits)
 
     def metric_of(self, logits) -> float:
@@ -154,7 +107,6 @@ class _Runs:
         """The metric of the clean run with ``edges`` noised from the corrupt run (one forward pass)."""
         logits = attribution._path_patch(self.model, self.corrupt, self.clean, list(edges),
                                          clean_trace=self.corrupt_trace)
-        _count(forward=1)
         return self.metric_of(logits)
 
 
@@ -240,7 +192,6 @@ def eap(model: Model, clean, corrupt, direction, edges=None) -> dict:
     runs = _Runs(model, clean, corrupt, direction)
     g = backward.gradients(model, runs.clean, runs.direction)
     corrupt_trace = model.run(runs.corrupt)
-    _count(forward=2, backward=1)
     out = {}
     for e in _edges_of(model, edges):
         change = _write(corrupt_trace, e.sender) - _write(g.trace, e.sender)  # (..., T, d_model)
@@ -306,7 +257,6 @@ def eap_ig(model: Model, clean, corrupt, direction, steps: int = 5, edges=None) 
                                edits={"embed": start + alpha * (end - start)})
         inputs = [a + b / steps for a, b in zip(inputs, g.inputs)]
         final = final + g.stream[-1] / steps
-    _count(forward=2 + steps, backward=steps)
     out = {}
     for e in _edges_of(model, edges):
         change = _write(corrupt_trace, e.sender) - _write(clean_trace, e.sender)  # (..., T, d_model)

@@ -28,6 +28,7 @@ Examples
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import numbers
@@ -46,6 +47,55 @@ from .weights import Weights, check_weights
 
 MODELS = Path(__file__).resolve().parent / "models"
 """Where the shipped models are."""
+
+
+_counters: list = []
+
+
+@dataclass(eq=False)  # each block its own counter, even while two hold the same counts
+class Cost:
+    """Passes over the batch run inside a :func:`counting` block."""
+
+    forward: int = 0
+    backward: int = 0
+
+
+@contextlib.contextmanager
+def counting():
+    """Count the forward passes (:meth:`Model.run`) and backward passes (:func:`attnlib.backward.gradients`) in the block.
+
+    Every method of chapter 17 runs the model through these two, so this is
+    what each one costs, counted where the work is done. Blocks nest: each
+    counts everything inside it.
+
+    Yields
+    ------
+    Cost
+
+    Examples
+    --------
+    >>> m = load("induction")
+    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
+    >>> corrupt = clean.copy(); corrupt[0, 3] = 30       # the first 13 replaced
+    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0  # the logit of 14 after the second 13
+    >>> from attnlib.discovery import edge_effects
+    >>> with counting() as cost:
+    ...     _ = edge_effects(m, clean, corrupt, d)
+    >>> cost.forward, cost.backward     # the clean and corrupt runs, and one per edge (the input's 25 too)
+    (83, 0)
+    """
+    cost = Cost()
+    _counters.append(cost)
+    try:
+        yield cost
+    finally:
+        _counters.remove(cost)
+
+
+def _count(forward: int = 0, backward: int = 0) -> None:
+    for c in _counters:
+        c.forward += forward
+        c.backward += backward
 
 
 class Trace(NamedTuple):
@@ -361,6 +411,8 @@ class Model:
         """
         tokens = self._tokens(tokens)
         edits = sites.normalise(edits, [w.n_heads for w in self.layers])
+        if _counters:
+            _count(forward=1)
         T = tokens.shape[-1]
         c = sites.Cache([w.n_heads for w in self.layers], [w.d_head for w in self.layers])
         v = c.values

@@ -305,3 +305,23 @@ def test_atp_star_is_exact_on_edges_into_the_last_layers_queries_and_keys(toy, r
     qv = [Edge((0, 2), (1, h), "qv") for h in range(4)]
     exact_qv = [(d * patch(toy, clean, corrupt, [e])).sum() - base for e in qv]
     np.testing.assert_allclose(atp_star(toy, clean, corrupt, qv, d), exact_qv, atol=0.05 * np.abs(exact_qv).max())
+
+
+def test_every_method_is_counted_where_it_runs_the_model(toy, runs):
+    """counting counts Model.run and backward.gradients themselves, so no method can leave a pass out."""
+    from attnlib.methods import atp_star, attribution_patching
+    clean, corrupt = runs
+    d = induction_direction(toy, clean)
+    graph = all_edges(toy)[:10]
+    want = {  # (forward, backward)
+        "edge_effects": ((2 + 10, 0), lambda: discovery.edge_effects(toy, clean, corrupt, d, edges=graph)),
+        "eap": ((2, 1), lambda: discovery.eap(toy, clean, corrupt, d, edges=graph)),
+        "eap_ig": ((2 + 3, 3), lambda: discovery.eap_ig(toy, clean, corrupt, d, 3, edges=graph)),
+        "faithfulness": ((3, 0), lambda: discovery.faithfulness(toy, clean, corrupt, graph[:3], d, graph)),
+        "attribution_patching": ((3, 1), lambda: attribution_patching(toy, clean, corrupt, [(1, 0, "q")], d)),
+        "atp_star": ((3, 1), lambda: atp_star(toy, clean, corrupt, [(1, 0, "q")], d)),
+    }
+    for name, (expected, call) in want.items():
+        with discovery.counting() as cost:
+            call()
+        assert (cost.forward, cost.backward) == expected, name
