@@ -182,7 +182,7 @@ def _first_order(model, clean, corrupt, parsed, direction, keep, star=False) -> 
     """Attribution patching's estimates (AtP*'s, with ``star``: the softmax of query and key sites exact)."""
     g = backward.gradients(model, corrupt, direction)
     _, a_clean = _run(model, clean)
-    _, a_corrupt = _run(model, corrupt)
+    a_corrupt = g.trace.cache  # the run the gradient was taken at
     grad_of = {"q": g.queries, "k": g.keys, "v": g.values}
     out = np.zeros(len(parsed))
     for n, (acts, edges) in enumerate(parsed):
