@@ -164,6 +164,33 @@ def rows_forms_and_torch():
     return rows
 
 
+def paired(a, b, rounds=21, number=None, settle=0.05) -> tuple:
+    """Median over rounds of (seconds per call of ``b``) / (of ``a``), each round timing a block of each in turn.
+
+    On a shared machine a burst of other work lands on one round; pairing the
+    two blocks of each round and taking the median of the ratios discards it.
+    Returns the median ratio and the median seconds per call of ``a`` and ``b``.
+    """
+    a(), b()
+    if number is None:
+        t = time.perf_counter()
+        a()
+        number = max(3, min(50, int(0.03 / max(time.perf_counter() - t, 1e-6))))
+    ratios, ta, tb = [], [], []
+    for _ in range(rounds):
+        blocks = []
+        for f in (a, b):
+            time.sleep(settle)
+            t = time.perf_counter()
+            for _ in range(number):
+                f()
+            blocks.append((time.perf_counter() - t) / number)
+        ta.append(blocks[0])
+        tb.append(blocks[1])
+        ratios.append(blocks[1] / blocks[0])
+    return float(np.median(ratios)), float(np.median(ta)), float(np.median(tb))
+
+
 def rows_model():
     """Issue 54's rows: Model.run against the forward pass it replaced, and a whole sequence's attribution."""
     from trace_before import trace_before
@@ -176,19 +203,18 @@ def rows_model():
         m = load(name)
         toks = np.random.default_rng(0).integers(0, m.vocab, (4, m.n_ctx))  # four full-context sequences
         assert np.array_equal(m.run(toks).logits, trace_before(m, toks)[0])
-        t = interleaved({"before": lambda: trace_before(m, toks), "run": lambda: m.run(toks)}, min_rounds=7)
-        rows.append((f"{name} 4x{m.n_ctx}", "Model.run / trace before", t["run"] / t["before"], "target <= 1.10",
-                     f"run {1e3 * t['run']:.2f} ms, before {1e3 * t['before']:.2f} ms"))
+        ratio, before, run = paired(lambda: trace_before(m, toks), lambda: m.run(toks))
+        rows.append((f"{name} 4x{m.n_ctx}", "Model.run / trace before", ratio, "target <= 1.10",
+                     f"run {1e3 * run:.2f} ms, before {1e3 * before:.2f} ms (medians of 21 paired rounds)"))
         seq = toks[0]
         every = attribution.logit_attribution(m, seq)  # each position's next token, from one run
         one = attribution.logit_attribution(m, seq, 5, int(seq[6]))
         assert np.allclose(every.at(5).values, one.values)
-        fns = {"run": lambda: m.run(seq), "every": lambda: attribution.logit_attribution(m, seq),
-               "one by one": lambda: [attribution.logit_attribution(m, seq, p, int(seq[p + 1]))
-                                      for p in range(len(seq) - 1)]}
-        t = interleaved(fns, min_rounds=5, number=3)
-        rows.append((f"{name} 1x{m.n_ctx}", "DLA every position / run", t["every"] / t["run"], "target <= 2",
-                     f"{1e3 * t['every']:.2f} ms; one call per position {t['one by one'] / t['run']:.0f}x run"))
+        ratio, run, dla = paired(lambda: m.run(seq), lambda: attribution.logit_attribution(m, seq))
+        per_position, _, _ = paired(lambda: m.run(seq), lambda: [attribution.logit_attribution(m, seq, p, int(seq[p + 1]))
+                                                                  for p in range(len(seq) - 1)], rounds=3, number=1)
+        rows.append((f"{name} 1x{m.n_ctx}", "DLA every position / run", ratio, "target <= 2",
+                     f"{1e3 * dla:.2f} ms; one call per position: {per_position:.0f}x run"))
     return rows
 
 
