@@ -1,10 +1,16 @@
-"""nbgrader configuration: exercises/ is the source folder; everything generated lives in course/."""
+"""nbgrader configuration: exercises/ is the source folder; everything generated lives in course/.
+
+pm-course points it at its own course (pm_course.course.configure); nbgrader's own
+apps (the formgrader) find the course folder as pm-course does when none is given.
+"""
 import os
+
+from pm_course.course import default_folder
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-COURSE = os.environ.get("PM_COURSE_DIR", os.path.join(ROOT, "course"))
+COURSE = str(default_folder())
 
 c.CourseDirectory.root = COURSE
 # nbgrader's folders are relative to the root; the sources stay in the repository.

@@ -10,8 +10,8 @@ assignment whose source changed since and release it again (:func:`stale`).
 """
 from __future__ import annotations
 
-from . import course, hidden, isolate
-from .course import COURSE, CourseError, assignment_names, source_hash, source_notebook, step
+from . import hidden, isolate
+from .course import Course, CourseError, assignment_names, expected_notebooks, source_hash, source_notebook, step
 
 STAMP = ".source-sha256"
 
@@ -49,7 +49,7 @@ def test_cells_stand_alone(name: str) -> list[str]:
             found |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.name}
         return found
 
-    nb = nbformat.read(course.source_notebook(name), as_version=4)
+    nb = nbformat.read(source_notebook(name), as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and "get_ipython" not in c.source]
     is_test = [bool(c.metadata.get("nbgrader", {}).get("grade")) and not c.metadata["nbgrader"].get("solution")
                for c in cells]
@@ -67,20 +67,17 @@ def test_cells_stand_alone(name: str) -> list[str]:
     return problems
 
 
-def stale() -> list[str]:
+def stale(course: Course) -> list[str]:
     """The assignments with no student version yet, or whose source changed since it was made."""
     out = []
     for name in assignment_names():
-        stamp = COURSE / "release" / name / STAMP
+        stamp = course.release / name / STAMP
         if not stamp.is_file() or stamp.read_text().strip() != source_hash(name):
             out.append(name)
     return out
 
 
-EARLIER = COURSE / "release-history"  # each student version released before, by its source's hash
-
-
-def _keep_earlier_release(name: str) -> None:
+def _keep_earlier_release(course: Course, name: str) -> None:
     """Keep the student version about to be replaced: what students of an earlier release were given.
 
     Grading tells an instructor's change of the source (points moved on a cell) from a student's edit of
@@ -88,15 +85,15 @@ def _keep_earlier_release(name: str) -> None:
     """
     import shutil
 
-    stamp = COURSE / "release" / name / STAMP
-    notebook = COURSE / "release" / name / course.expected_notebooks()[name]
+    stamp = course.release / name / STAMP
+    notebook = course.release / name / expected_notebooks()[name]
     if stamp.is_file() and notebook.is_file():
-        dest = EARLIER / name / f"{stamp.read_text().strip()[:16]}.ipynb"
+        dest = course.release_history / name / f"{stamp.read_text().strip()[:16]}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(notebook, dest)
 
 
-def assignments(names: list[str] | None = None) -> None:
+def assignments(course: Course, names: list[str] | None = None) -> None:
     """Check the test cells of ``names`` (default: every assignment), then release them with nbgrader.
 
     Raises
@@ -125,7 +122,7 @@ def assignments(names: list[str] | None = None) -> None:
         raise CourseError("Nothing was released:\n  " + "\n  ".join(failing))
     for name in names:
         digest = source_hash(name)  # of the source as it is now, before nbgrader reads it
-        _keep_earlier_release(name)
-        step("generate_assignment", name, force=True)
-        (COURSE / "release" / name / STAMP).write_text(digest + "\n")
-    print(f"Student versions: {COURSE / 'release'}")
+        _keep_earlier_release(course, name)
+        step(course, "generate_assignment", name, force=True)
+        (course.release / name / STAMP).write_text(digest + "\n")
+    print(f"Student versions: {course.release}")

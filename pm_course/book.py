@@ -5,14 +5,14 @@ import shutil
 import subprocess
 
 from .assignments import assignments
-from .course import BIN, COURSE, ROOT
+from .course import BIN, ROOT, Course
 
 # what the course edition copies from the repository
 KEEP = ("_config.yml", "_toc.yml", "intro.md", "bibliography.md", "references.bib", "chapters", "_static", "_ext",
         "api.md", "guides")
 
 
-def book() -> None:
+def book(course: Course) -> None:
     """Build the course edition into ``course/book``: the site with student versions of the exercises.
 
     No solutions, no hidden tests: the exercise pages and their downloads are
@@ -20,8 +20,8 @@ def book() -> None:
     """
     import yaml
 
-    assignments()
-    src = COURSE / "book-src"
+    assignments(course)
+    src = course.book_src
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
@@ -31,7 +31,7 @@ def book() -> None:
             shutil.copytree(path, src / name)
         elif path.exists():
             shutil.copy(path, src / name)
-    shutil.copytree(COURSE / "release", src / "exercises", ignore=shutil.ignore_patterns(".source-sha256"))
+    shutil.copytree(course.release, src / "exercises", ignore=shutil.ignore_patterns(".source-sha256"))
     config = yaml.safe_load((src / "_config.yml").read_text())
     config["title"] += " (course edition)"
     # Student versions stop at their first unfilled cell, so nothing is executed
@@ -41,5 +41,5 @@ def book() -> None:
     config["sphinx"]["config"]["pm_student_downloads"] = []
     (src / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     subprocess.run([str(BIN / "jupyter-book"), "build", str(src), "--all", "--path-output",
-                    str(COURSE / "book")], check=True)
-    print(f"Course edition: {COURSE / 'book' / '_build' / 'html' / 'index.html'}")
+                    str(course.book)], check=True)
+    print(f"Course edition: {course.book / '_build' / 'html' / 'index.html'}")

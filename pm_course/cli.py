@@ -286,20 +286,30 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run ``pm-course`` with ``argv`` (default: the command line)."""
+    """Run ``pm-course`` with ``argv`` (default: the command line).
+
+    The course (:class:`pm_course.course.Course`) is made here, once: its folder from ``--course``, else
+    ``$PM_COURSE_DIR``, else ``course/``; its settings from ``--config``, else ``$PM_COURSE_CONFIG``, else
+    ``course.toml``. Every command is handed it.
+    """
     args = parser().parse_args(argv)
-    if args.course is not None:  # read when the modules load: set before importing them
-        os.environ["PM_COURSE_DIR"] = str(args.course.resolve())
-    if args.config is not None:
-        os.environ["PM_COURSE_CONFIG"] = str(args.config.resolve())
+    from . import config
+
     if args.command == "init":
-        from .config import init
-
-        init()
+        config.init(args.config)
         return
-    from .config import load
+    from .course import Course, default_folder, forget
 
-    load()  # a mistake in the course file stops every command, naming it
+    # a mistake in the course file stops every command, naming it
+    course = Course(args.course or default_folder(), settings=config.load(args.config))
+    try:
+        _command(course, args)
+    finally:
+        forget(course)  # its gradebook's connections closed (in a process that runs more than one command)
+
+
+def _command(course, args: argparse.Namespace) -> None:
+    """Run the command ``args`` names on ``course``: status, or a command that writes (the lock held)."""
     from .course import CourseError
     from .state import lock
 
@@ -308,21 +318,19 @@ def main(argv: list[str] | None = None) -> None:
 
         # status first brings grades.csv and the pages up to date with reviews entered since: a write, so it
         # takes the lock; while another command holds it, status reads only (and says so) rather than wait
-        from .course import COURSE
-
         try:
-            if not COURSE.is_dir():  # nothing collected: status says so, and makes no course folder
-                text = status(update=False)
-            with lock("pm-course status", wait=False):
-                text = status()
+            if not course.folder.is_dir():  # nothing collected: status says so, and makes no course folder
+                text = status(course, update=False)
+            with lock(course, "pm-course status", wait=False):
+                text = status(course)
         except CourseError as err:
             if "is in use by" not in str(err):
                 raise
             from .state import holder
 
-            text = status(update=False) + (f"\n(read only: the course folder is in use by"
-                                            f" {holder() or 'another pm-course command'}; reviews entered since"
-                                            " the last command are not counted yet)")
+            text = status(course, update=False) + (f"\n(read only: the course folder is in use by"
+                                                    f" {holder(course) or 'another pm-course command'}; reviews"
+                                                    " entered since the last command are not counted yet)")
         try:
             print(text)
             sys.stdout.flush()
@@ -330,9 +338,9 @@ def main(argv: list[str] | None = None) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
 
-    with lock(f"pm-course {args.command}", wait=not args.no_wait):
+    with lock(course, f"pm-course {args.command}", wait=not args.no_wait):
         try:
-            _run(args)
+            _run(course, args)
         except BrokenPipeError:  # `pm-course ... | head`: stdout closed while the command ran
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to write there
             raise CourseError(f"pm-course {args.command} stopped: its output was closed (a closed pipe). Every"
@@ -344,12 +352,12 @@ def main(argv: list[str] | None = None) -> None:
                               " command again.") from None
 
 
-def _run(args: argparse.Namespace) -> None:
-    """Run a command that writes the course folder (its lock held)."""
+def _run(course, args: argparse.Namespace) -> None:
+    """Run a command that writes ``course``'s folder (its lock held)."""
     if args.command == "assignments":
         from .assignments import assignments
 
-        assignments()
+        assignments(course)
     elif args.command == "collect":
         from .collect import collect
 
@@ -358,17 +366,17 @@ def _run(args: argparse.Namespace) -> None:
                 parser().error("collect --undo takes no other argument (it undoes the last collection)")
             from .history import undo
 
-            print(undo())
+            print(undo(course))
         elif args.choose:
             if args.source or args.path or args.roster or args.assignment or args.replace:
                 parser().error("collect --choose STUDENT ASSIGNMENT FILE takes no other argument")
             from .collect import choose
 
-            choose(*args.choose)
+            choose(course, *args.choose)
         elif args.source is None or args.path is None:
             parser().error("collect: --from and PATH are required (or --undo)")
         else:
-            collect(args.source, args.path, roster=args.roster, assignment=args.assignment, replace=args.replace,
+            collect(course, args.source, args.path, roster=args.roster, assignment=args.assignment, replace=args.replace,
                     groups=args.groups)
     elif args.command == "grade":
         from .grade import grade
@@ -376,44 +384,47 @@ def _run(args: argparse.Namespace) -> None:
         if args.submissions:  # the steps stand apart: the command line composes them
             from .collect import collect
 
-            collect("folder", args.submissions.resolve())
-        grade(None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
+            collect(course, "folder", args.submissions.resolve())
+        grade(course, None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
               everything=args.everything, rescale_reviews=args.rescale_reviews)
     elif args.command == "export":
         from .export import Late, export
         from .reviews import sync
 
-        sync()  # reviews entered since (review --apply, nbgrader's formgrader) reach grades.csv and the pages
+        sync(course)  # reviews entered since (review --apply, nbgrader's formgrader) reach grades.csv and the pages
 
-        export(args.to, args.template, args.output, Late.of(args.late_penalty, args.due, args.times), args.assignment,
+        export(course, args.to, args.template, args.output, Late.of(course.settings, args.late_penalty, args.due,
+                                                                    args.times), args.assignment,
                new_columns=args.new_columns, rescale=not args.no_rescale,
                overwrite_lms_edits=args.overwrite_lms_edits, force=args.force)
     elif args.command == "feedback":
         from .export import Late, pack_feedback
         from .reviews import sync
 
-        sync()
+        sync(course)
 
-        pack_feedback(args.output, Late.of(args.late_penalty, args.due, args.times), force=args.force)
+        pack_feedback(course, args.output, Late.of(course.settings, args.late_penalty, args.due, args.times),
+                      force=args.force)
     elif args.command == "push":
         from .export import Late
         from .push import push
         from .reviews import sync
 
-        sync()
-        push(args.to, args.assignment, apply=args.apply, overwrite_lms_edits=args.overwrite_lms_edits,
-             token_file=args.token_file, late=Late.of(args.late_penalty, args.due, args.times), force=args.force)
+        sync(course)
+        push(course, args.to, args.assignment, apply=args.apply, overwrite_lms_edits=args.overwrite_lms_edits,
+             token_file=args.token_file, late=Late.of(course.settings, args.late_penalty, args.due, args.times),
+             force=args.force)
     elif args.command == "review":
         from . import review
 
         if args.apply is not None:
-            review.apply(args.assignment, args.apply)
+            review.apply(course, args.assignment, args.apply)
         else:
-            review.write_sheet(args.assignment)
+            review.write_sheet(course, args.assignment)
     elif args.command == "book":
         from .book import book
 
-        book()
+        book(course)
 
 
 if __name__ == "__main__":

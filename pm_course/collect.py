@@ -53,11 +53,10 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from . import history, lms, state, submissions
-from .course import COURSE, CourseError, exercises_dir, expected_notebooks, source_notebook
+from .course import Course, CourseError, exercises_dir, expected_notebooks, source_notebook
 from .submissions import FAILED, GRADED, MISSING, Class, Entry
 
 SOURCES = ("folder", "canvas", "moodle")
-MANIFEST = submissions.MANIFEST_FILE  # the manifest, kept with the state (:mod:`pm_course.submissions`)
 MAX_BYTES = 50 * 2**20  # a notebook larger than this is graded with its saved outputs stripped
 MAX_READ = 20 * MAX_BYTES  # a file larger than this is listed, not read (a zip bomb's share of memory)
 LINK = re.compile(r"https?://[^\s\"'<>]+")  # a link handed in for the notebook (a .url, .webloc, .txt)
@@ -142,11 +141,12 @@ def read_zip(zip_path: Path) -> dict[str, bytes]:
 
 def _source_ids() -> dict[str, frozenset]:
     """Each assignment's graded and solution cell ids (grade_id), from its source notebook."""
-    return _ids_of_sources(exercises_dir())
+    stamps = tuple((p, p.stat().st_mtime_ns) for p in sorted(exercises_dir().glob("*/*.ipynb")))
+    return _ids_of_sources(exercises_dir(), stamps)
 
 
-@functools.cache
-def _ids_of_sources(root: Path) -> dict[str, frozenset]:
+@functools.lru_cache(maxsize=8)
+def _ids_of_sources(root: Path, stamps: tuple) -> dict[str, frozenset]:
     return {a: frozenset(graded_ids(source_notebook(a).read_bytes())) for a in expected_notebooks()}
 
 
@@ -198,7 +198,7 @@ def _refuse_anonymous(zip_path: Path) -> None:
 
 
 def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str, str],
-             contents: dict[str, bytes] | None = None) -> tuple[Class, dict]:
+             contents: dict[str, bytes] | None = None, course: Course | None = None) -> tuple[Class, dict]:
     """Match a Canvas or Moodle zip's files to students and assignments.
 
     Parameters
@@ -214,6 +214,8 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
         LMS id -> course student id, for students already known (kept, so that an id never changes).
     contents : dict, optional
         The zip's files as :func:`read_zip` read them (default: read here).
+    course : Course, optional
+        The course whose student versions tell a blank notebook (default: the sources' alone).
 
     Returns
     -------
@@ -274,7 +276,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
     chosen = {}
     for (student, target), options in sorted(candidates.items()):
         options.sort(key=lambda o: o[0])
-        pick, why, others_ = _choose(options, target, contents)
+        pick, why, others_ = _choose(options, target, contents, course)
         if len(options) > 1:  # what collect --choose may grade in place of the one picked here
             found.choices[(student, target)] = {Path(o[2]["file_id"]).name: (
                 origin.get(o[1].filename, o[1].filename), contents.get(o[1].filename)) for o in options}
@@ -329,7 +331,7 @@ def from_zip(zip_path: Path, source: str, assignment: str | None, ids: dict[str,
 TWO = "two notebooks"  # what :func:`_choose` says when two notebooks of one submission both hold work
 
 
-def _choose(options: list, target: str, contents: dict) -> tuple:
+def _choose(options: list, target: str, contents: dict, course: Course | None = None) -> tuple:
     """Which of a student's notebooks for ``target`` is graded: (the option, why, the others).
 
     ``options`` are sorted oldest first. Re-uploads of one name (Canvas's
@@ -345,7 +347,7 @@ def _choose(options: list, target: str, contents: dict) -> tuple:
         return options[0], "", []
     file = lambda o: Path(o[2]["file_id"]).name  # noqa: E731
     family = lambda opts: {submissions.normal(Path(file(o)).stem) for o in opts}  # noqa: E731
-    work = [o for o in options if holds_work(contents.get(o[1].filename), target)]
+    work = [o for o in options if holds_work(contents.get(o[1].filename), target, course)]
     if len(family(options)) == 1 or not work:  # one name uploaded again (or nothing but blanks): the newest
         pick, rest = options[-1], options[:-1]
         if work and pick not in work:
@@ -363,7 +365,7 @@ def _choose(options: list, target: str, contents: dict) -> tuple:
     return pick, why, rest
 
 
-def holds_work(data: bytes | None, assignment: str) -> bool:
+def holds_work(data: bytes | None, assignment: str, course: Course | None = None) -> bool:
     """Whether a notebook holds anything the student wrote: a cell that is not the assignment's blank release.
 
     Only what a student writes counts: the solution cells and the cells they added (no nbgrader metadata).
@@ -384,7 +386,7 @@ def holds_work(data: bytes | None, assignment: str) -> bool:
             texts.add(_plain("".join(c["source"]) if isinstance(c["source"], list) else c["source"]))
     except (ValueError, TypeError, KeyError, AttributeError):
         return True
-    return bool(texts - _released_texts(assignment) - {""})
+    return bool(texts - _released_texts(course, assignment) - {""})
 
 
 STUB_LINES = re.compile(r"^\s*(# YOUR CODE HERE|raise NotImplementedError\(\)|YOUR ANSWER HERE)\s*$", re.M)
@@ -396,20 +398,26 @@ def _plain(text: str) -> str:
     return " ".join(STUB_LINES.sub("", HIDDEN_TESTS.sub("", text)).split())
 
 
-@functools.cache
-def _released_texts(assignment: str) -> frozenset:
+def _released_texts(course: Course | None, assignment: str) -> frozenset:
     """Every cell text of the assignment's student versions, this one and those released before (solutions and
     hidden tests out), as :func:`_plain`."""
+    paths = [source_notebook(assignment)]
+    if course is not None:
+        paths.append(course.release / assignment / expected_notebooks()[assignment])  # nbgrader's own, if made
+        paths += sorted((course.release_history / assignment).glob("*.ipynb"))  # what earlier classes were given
+    return _texts_of(tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in paths if p.is_file()))
+
+
+@functools.lru_cache(maxsize=32)
+def _texts_of(stamps: tuple) -> frozenset:
+    """:func:`_released_texts` of these versions of the files (read once per version, not per student)."""
     from .reviews import SOLUTION
 
-    released = COURSE / "release" / assignment / expected_notebooks()[assignment]  # nbgrader's own, if made
-    earlier = sorted((COURSE / "release-history" / assignment).glob("*.ipynb"))  # what earlier classes were given
     out = set()
-    for path in (source_notebook(assignment), released, *earlier):
-        if path.is_file():
-            for cell in json.loads(path.read_bytes())["cells"]:
-                text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-                out.add(_plain(SOLUTION.sub("", HIDDEN_TESTS.sub("", text))))
+    for path, _, _ in stamps:
+        for cell in json.loads(path.read_bytes())["cells"]:
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            out.add(_plain(SOLUTION.sub("", HIDDEN_TESTS.sub("", text))))
     return frozenset(out)
 
 
@@ -580,11 +588,11 @@ def _refuse_losing_work(found: Class, ready: dict, data: dict, covered: set, old
                           f"{losing and losing + ' nothing'}. Nothing was changed.")
 
 
-def _store(entry: Entry, data: bytes | Path, nb, notes: list[str]) -> None:
+def _store(course: Course, entry: Entry, data: bytes | Path, nb, notes: list[str]) -> None:
     """Copy an entry's notebook to nbgrader's submitted folder (only nbgrader's copy loses duplicated cells)."""
     import nbformat
 
-    dest = COURSE / "submitted" / entry.student / entry.assignment
+    dest = course.submitted / entry.student / entry.assignment
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -597,12 +605,14 @@ def _store(entry: Entry, data: bytes | Path, nb, notes: list[str]) -> None:
         shutil.copy(data, dest / name)  # copied, never moved
 
 
-def collect(source: str, path: Path, roster: Path | None = None, assignment: str | None = None,
+def collect(course: Course, source: str, path: Path, roster: Path | None = None, assignment: str | None = None,
             replace: bool = False, groups: Path | None = None) -> list[Entry]:
     """Collect submissions into the course folder; print what was used, renamed and left out.
 
     Parameters
     ----------
+    course : Course
+        The course whose folder receives them.
     source : {"folder", "canvas", "moodle"}
         Where they come from.
     path : Path
@@ -634,7 +644,7 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     if groups is not None and source != "canvas":
         raise CourseError("--groups goes with --from canvas (a Canvas group assignment's download)")
     path = path.resolve()
-    old = submissions.read_manifest(MANIFEST)
+    old = submissions.read_manifest(course.manifest)
     if source == "folder":
         if not path.is_dir():
             raise CourseError(f"SUBMISSIONS={path} is not a folder")
@@ -652,7 +662,7 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
             ids.setdefault(person.lms_id, lms.student_id(person.name, person.lms_id))
         teams = lms.read_groups(groups, people) if groups is not None else None
         contents = read_zip(path)  # all of it, before anything changes: a damaged file stops here
-        found, members = from_zip(path, source, assignment, ids, contents)
+        found, members = from_zip(path, source, assignment, ids, contents, course)
         if source == "canvas":
             _group_work(found, members, teams, people, ids, path)
         covered = {assignment} if assignment else {e.assignment for e in found.entries}
@@ -670,11 +680,11 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     _refuse_losing_work(found, ready, data, covered, old, path, source)
     command = f"pm-course collect --from {source} {path}" + (f" --assignment {assignment}" if assignment else "") \
         + (" --replace" if replace else "")
-    kept = history.save(covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
-    _keep_choices(found)
+    kept = history.save(course, covered, command)  # what this collection replaces is kept: `collect --undo` puts it back
+    _keep_choices(course, found)
     for entry in found.entries:
         if (entry.student, entry.assignment) in ready:
-            _store(entry, data[(entry.student, entry.assignment)], *ready[(entry.student, entry.assignment)])
+            _store(course, entry, data[(entry.student, entry.assignment)], *ready[(entry.student, entry.assignment)])
     lms_name = "" if source == "folder" else source
     mine = {(e.student, e.assignment) for e in found.entries}
     # a download adds: it replaces, per student, what it brings (--replace: all the assignment's collection)
@@ -683,9 +693,9 @@ def collect(source: str, path: Path, roster: Path | None = None, assignment: str
     new = {(e.student, e.assignment) for e in found.entries if e.status == GRADED}
     for e in replaced + found.entries:  # what an earlier collection found for these assignments goes
         if (e.student, e.assignment) not in new:
-            shutil.rmtree(COURSE / "submitted" / e.student / e.assignment, ignore_errors=True)
+            shutil.rmtree(course.submitted / e.student / e.assignment, ignore_errors=True)
     entries = [e for e in old if e not in replaced] + found.entries
-    submissions.write_manifest(entries, MANIFEST)
+    submissions.write_manifest(entries, course.manifest)
     _report(found, unused, covered, source, path)
     had = sorted(f"{e.student}/{e.assignment}" for e in replaced if e.status != MISSING)
     if had:
@@ -775,13 +785,10 @@ def _group_work(found: Class, members: dict, groups: lms.Groups | None, people: 
                               f" ({', '.join([entry.student, *others])})")
 
 
-CHOICES = history.HISTORY / "choices"  # the notebooks a student handed in together, for collect --choose
-
-
-def _keep_choices(found: Class) -> None:
+def _keep_choices(course: Course, found: Class) -> None:
     """Keep each student's notebooks handed in together (``course/history/choices/<student>/<assignment>/``)."""
     for (student, assignment), files in found.choices.items():
-        dest = CHOICES / student / assignment
+        dest = course.choices / student / assignment
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)
         index = {}
@@ -792,7 +799,7 @@ def _keep_choices(found: Class) -> None:
         state.write_text(dest / "choices.json", json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 
-def choose(student: str, assignment: str, name: str) -> Entry:
+def choose(course: Course, student: str, assignment: str, name: str) -> Entry:
     """Grade ``name``, one of the notebooks ``student`` handed in together for ``assignment`` (``collect --choose``).
 
     Kept by :func:`_keep_choices` when the collection found several; what is
@@ -803,9 +810,9 @@ def choose(student: str, assignment: str, name: str) -> Entry:
     CourseError
         When the student handed in no such notebook for the assignment (naming those there are).
     """
-    entries = submissions.read_manifest(MANIFEST)
+    entries = submissions.read_manifest(course.manifest)
     entry = next((e for e in entries if (e.student, e.assignment) == (student, assignment)), None)
-    folder = CHOICES / student / assignment
+    folder = course.choices / student / assignment
     index = json.loads((folder / "choices.json").read_text()) if (folder / "choices.json").is_file() else {}
     if entry is None or not index:
         raise CourseError(f"collect --choose {student} {assignment}: {student} handed in no two notebooks for"
@@ -816,12 +823,12 @@ def choose(student: str, assignment: str, name: str) -> Entry:
     nb, notes = _read_notebook(folder / index[name]["file"])
     if nb is None:
         raise CourseError(f"collect --choose: {name} cannot be graded: {notes}; nothing was changed")
-    kept = history.save({assignment}, f"pm-course collect --choose {student} {assignment} {name}")
+    kept = history.save(course, {assignment}, f"pm-course collect --choose {student} {assignment} {name}")
     entry.status, entry.source = GRADED, index[name]["source"]
     others = ", ".join(sorted(n for n in index if n != name))
     entry.reason = "; ".join([f"graded {name}, chosen by the instructor (handed in with {others})", *notes])
-    _store(entry, folder / index[name]["file"], nb, notes)
-    submissions.write_manifest(entries, MANIFEST)
+    _store(course, entry, folder / index[name]["file"], nb, notes)
+    submissions.write_manifest(entries, course.manifest)
     print(f"{student}/{assignment}: {name} will be graded (pm-course grade); what was collected before is kept"
           f" in {kept} (pm-course collect --undo puts it back).")
     return entry

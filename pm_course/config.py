@@ -1,8 +1,9 @@
 """The course file, ``course.toml``: what the LMS cannot tell the tool.
 
 Read with :mod:`tomllib` from the repository's root (or ``pm-course --config
-FILE``, which sets ``$PM_COURSE_CONFIG``); ``pm-course init`` writes a commented
-one. Every key is optional::
+FILE``, or ``$PM_COURSE_CONFIG``), once, when a command starts: its
+:class:`Settings` are the course's (:attr:`pm_course.course.Course.settings`).
+``pm-course init`` writes a commented one. Every key is optional::
 
     timezone = "America/Chicago"            # due dates and the LMS's submission times are read in it
     late_penalty = 10                       # percent of the score per day late (any part of a day counts)
@@ -52,10 +53,16 @@ LMS_KEYS = ("url", "course", "unlisted")
 OTHER_SECTION = "other section"  # [canvas] unlisted = "other section": the course there is one section's
 
 
-def path() -> Path:
-    """The course file: ``$PM_COURSE_CONFIG`` (``pm-course --config FILE``), else ``course.toml`` at the root."""
-    given = os.environ.get("PM_COURSE_CONFIG")
-    return Path(given).resolve() if given else ROOT / FILE_NAME
+def given() -> Path | None:
+    """The course file the environment names (``$PM_COURSE_CONFIG``), None when it names none."""
+    name = os.environ.get("PM_COURSE_CONFIG")
+    return Path(name).resolve() if name else None
+
+
+def path(file: Path | None = None) -> Path:
+    """The course file: ``file`` (``pm-course --config FILE``), else ``$PM_COURSE_CONFIG``, else ``course.toml`` at
+    the root."""
+    return Path(file).resolve() if file else given() or ROOT / FILE_NAME
 
 
 @dataclass
@@ -117,7 +124,7 @@ class Scale:
 
 
 @dataclass
-class Course:
+class Settings:
     """The course file, read and checked (:func:`load`); empty when there is none."""
 
     source: Path | None = None
@@ -259,8 +266,8 @@ def _assignment(name: str, where: str, known: list[str]) -> str:
     return name
 
 
-def load(file: Path | None = None) -> Course:
-    """Read and check the course file (default :func:`path`); an empty :class:`Course` when there is none.
+def load(file: Path | None = None) -> Settings:
+    """Read and check the course file ``file`` (default :func:`path`); empty :class:`Settings` when there is none.
 
     Raises
     ------
@@ -268,18 +275,18 @@ def load(file: Path | None = None) -> Course:
         When the file given with ``--config`` is missing, or the file is not
         TOML, or has an unknown key or assignment, a bad date or a bad time zone.
     """
-    file = file or path()
+    file = path(file)
     if not file.is_file():
-        if os.environ.get("PM_COURSE_CONFIG") or file != ROOT / FILE_NAME:
+        if file != ROOT / FILE_NAME:  # given (--config, $PM_COURSE_CONFIG): it must be there
             raise CourseError(f"--config {file}: no such file (pm-course init writes one)")
-        return Course()
+        return Settings()
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise CourseError(f"{file}: not a TOML file: {err}") from None
     _check_keys(data, TOP_KEYS, str(file))
     known = assignment_names()
-    config = Course(source=file)
+    config = Settings(source=file)
     if "timezone" in data:
         config.timezone = _timezone(data["timezone"], str(file))
     else:
@@ -416,7 +423,7 @@ def template(names: list[str] | None = None) -> str:
 
 def init(file: Path | None = None) -> Path:
     """Write the commented course file (refusing to replace one); the path written."""
-    file = file or path()
+    file = path(file)
     if file.exists():
         raise CourseError(f"{file} exists already: edit it, or move it away to write a new one")
     file.parent.mkdir(parents=True, exist_ok=True)

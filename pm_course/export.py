@@ -46,15 +46,12 @@ from html import escape as html_escape
 from pathlib import Path
 
 from . import exported, fingerprints, lms, state, submissions
-from .config import Course
-from .config import load as load_config
-from .course import COURSE, CourseError, assignment_names, expected_notebooks, max_points
-from .grades import GRADES, read_grades
+from .config import Settings
+from .course import Course, CourseError, assignment_names, expected_notebooks, max_points
 from .grades import entries as grades
+from .grades import read_grades
 from .pages import CSP, is_test_student, remove_stale
 from .submissions import GRADED, MISSING
-
-EXPORT = COURSE / "export"
 TARGETS = ("canvas", "moodle", "csv")
 
 
@@ -125,16 +122,16 @@ class Late:
 
     percent: float | None = None
     dues: dict[str, datetime] = field(default_factory=dict)
-    config: Course = field(default_factory=Course)
+    config: Settings = field(default_factory=Settings)
     times: dict[tuple[str, str], datetime] = field(default_factory=dict)
     origin: str = "--late-penalty"
 
     @classmethod
-    def of(cls, percent: float | None = None, dues: list[tuple[str, datetime]] | None = None,
+    def of(cls, config: Settings | None, percent: float | None = None, dues: list[tuple[str, datetime]] | None = None,
            times: Path | None = None) -> Late:
         """The policy of the command line (``--late-penalty``, ``--due A=DATETIME`` pairs, ``--times FILE``)
-        and the course file (``late_penalty``, due dates, extensions)."""
-        config = load_config()
+        and the course file ``config`` (``late_penalty``, due dates, extensions; None: none)."""
+        config = config or Settings()
         known = assignment_names()
         given: dict[str, datetime] = {}
         for name, when in dues or []:
@@ -322,12 +319,12 @@ def comment(entry, final: float | None, note: str) -> str:
     return text + ". The feedback page shows each check and why any point was lost."
 
 
-def _by_lms_id(kind: str, entries=None) -> dict[tuple[str, str], object]:
-    return {(e.lms_id, e.assignment): e for e in (grades() if entries is None else entries)
+def _by_lms_id(kind: str, entries) -> dict[tuple[str, str], object]:
+    return {(e.lms_id, e.assignment): e for e in entries
             if e.lms == kind and e.lms_id}
 
 
-def fresh(entries, force: bool, what: str) -> list:
+def fresh(course: Course, entries, force: bool, what: str) -> list:
     """``entries`` checked against the course folder's fingerprints (:func:`pm_course.fingerprints.stale`).
 
     Raises
@@ -336,8 +333,8 @@ def fresh(entries, force: bool, what: str) -> list:
         When a row would be written from stale state, naming each student and why (unless ``force``:
         then those rows are left out, as not graded yet, and listed).
     """
-    manifest = {(e.student, e.assignment): e for e in submissions.read_manifest(submissions.MANIFEST_FILE)}
-    found = fingerprints.stale(read_grades(GRADES), manifest)
+    manifest = {(e.student, e.assignment): e for e in submissions.read_manifest(course.manifest)}
+    found = fingerprints.stale(course, read_grades(course.grades), manifest)
     out = [e for e in entries if (e.student, e.assignment) in found]
     if not out:
         return entries
@@ -376,7 +373,7 @@ def canvas_assignment_columns(columns: list[str]) -> list[str]:
     return [c for c in columns if c not in lms.CANVAS_IDS and re.search(r"\(\d+\)\s*$", c)]
 
 
-def canvas_columns(table: lms.Table, names: list[str], config: Course, new_columns: bool = False) -> dict[str, str]:
+def canvas_columns(table: lms.Table, names: list[str], config: Settings, new_columns: bool = False) -> dict[str, str]:
     """The gradebook column each assignment fills: the course file's ``canvas``, else ``<name> (<id>)`` exactly.
 
     Raises
@@ -448,13 +445,13 @@ def _scales(table: lms.Table, header: dict[str, str], rescale: bool) -> dict[str
     return scales
 
 
-def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = False, rescale: bool = True,
-              overwrite_lms_edits: bool = False, entries=None) -> Path:
+def to_canvas(course: Course, template: Path, out: Path | None, late: Late, new_columns: bool = False,
+              rescale: bool = True, overwrite_lms_edits: bool = False, entries=None) -> Path:
     """Canvas's gradebook import from its exported gradebook ``template``; the file written."""
     table = lms.read_table(template)
     if lms.kind(table.columns, template) != "canvas":
         raise CourseError(f"{template}: a Moodle worksheet, not a Canvas gradebook: use --to moodle")
-    scores = _by_lms_id("canvas", entries)
+    scores = _by_lms_id("canvas", grades(course.grades) if entries is None else entries)
     if not scores:
         raise CourseError("nothing collected from Canvas is in grades.csv: pm-course collect --from canvas ZIP"
                           " --roster GRADEBOOK, then pm-course grade, before exporting to Canvas")
@@ -463,7 +460,7 @@ def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = 
     header = canvas_columns(table, names, late.config, new_columns)
     scales = _scales(table, header, rescale)
     ids = [c for c in table.columns if c in lms.CANVAS_IDS]
-    guard = exported.Guard("canvas", overwrite_lms_edits)
+    guard = exported.Guard(course, "canvas", overwrite_lms_edits)
     out_rows, roster, tests = [], set(), []
     for i, row in enumerate(table.rows):
         if lms.POINTS_POSSIBLE in row["Student"]:
@@ -495,7 +492,7 @@ def to_canvas(template: Path, out: Path | None, late: Late, new_columns: bool = 
                 print(f"  {row['Student']} ({row['ID']}) {a}: {note}")
         out_rows.append(new)
     columns = ids + [header[a] for a in names]
-    out = _write(out or EXPORT / "canvas-grades.csv", columns, out_rows, table.encoding, template, table.delimiter)
+    out = _write(out or course.export / "canvas-grades.csv", columns, out_rows, table.encoding, template, table.delimiter)
     guard.save()
     _unmatched(scores, roster, "gradebook")
     if tests:
@@ -516,7 +513,7 @@ def _folded(text: str) -> str:
     return lms.slug(text)
 
 
-def worksheet_names(template: Path, config: Course) -> list[str]:
+def worksheet_names(template: Path, config: Settings) -> list[str]:
     """The assignments a Moodle worksheet's file name names (``Grades-<course>-<assignment>-<id>.csv``).
 
     An assignment is named by the course file's ``moodle`` name, or its own
@@ -531,7 +528,7 @@ def worksheet_names(template: Path, config: Course) -> list[str]:
     return found
 
 
-def _moodle_assignment(template: Path, given: str | None, scores: dict, config: Course) -> str:
+def _moodle_assignment(template: Path, given: str | None, scores: dict, config: Settings) -> str:
     named = worksheet_names(template, config)
     if given:
         if given not in expected_notebooks():
@@ -551,19 +548,19 @@ def _moodle_assignment(template: Path, given: str | None, scores: dict, config: 
                       " course file")
 
 
-def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | None = None, rescale: bool = True,
-              overwrite_lms_edits: bool = False, entries=None) -> Path:
+def to_moodle(course: Course, template: Path, out: Path | None, late: Late, assignment: str | None = None,
+              rescale: bool = True, overwrite_lms_edits: bool = False, entries=None) -> Path:
     """The Moodle grading worksheet ``template`` with Grade and Feedback comments filled in; the file written."""
     table = lms.read_table(template)
     columns, rows = table.columns, table.rows
     if lms.kind(columns, template) != "moodle":
         raise CourseError(f"{template}: a Canvas gradebook, not a Moodle worksheet: use --to canvas")
-    scores = _by_lms_id("moodle", entries)
+    scores = _by_lms_id("moodle", grades(course.grades) if entries is None else entries)
     assignment = _moodle_assignment(template, assignment, scores, late.config)
     late.check([e for (_, a), e in scores.items() if a == assignment])
     ours = max_points(assignment)
     scale = _worksheet_scale(table, assignment, late.config)
-    guard = exported.Guard("moodle", overwrite_lms_edits)
+    guard = exported.Guard(course, "moodle", overwrite_lms_edits)
     told = set()
     mapped: dict[str, int] = {}
     for i, row in enumerate(rows):
@@ -594,7 +591,7 @@ def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | No
             if scale is not None and entry.status == GRADED and row["Grade"] in scale.items:
                 text += f" On the course's scale: {row['Grade']}."
             row["Feedback comments"] = text
-    out = _write(out or EXPORT / f"moodle-{assignment}.csv", columns, rows, table.encoding, template, table.delimiter)
+    out = _write(out or course.export / f"moodle-{assignment}.csv", columns, rows, table.encoding, template, table.delimiter)
     if scale is not None:
         print(f"Scale: the worksheet grades {assignment} with the scale {', '.join(scale.items)}: each score became"
               f" the item of its fraction of {ours:g} points ({scale.describe()}, from {late.config.source}): "
@@ -607,7 +604,7 @@ def to_moodle(template: Path, out: Path | None, late: Late, assignment: str | No
     return out
 
 
-def _worksheet_scale(table: lms.Table, assignment: str, config: Course):
+def _worksheet_scale(table: lms.Table, assignment: str, config: Settings):
     """The scale a worksheet grades with, as the course file maps points to it (None: it grades with points).
 
     A worksheet of an assignment graded with a scale has a ``Scale`` column (its
@@ -677,28 +674,30 @@ def _scale(table: lms.Table, i: int, ours: float, rescale: bool, told: set) -> f
     return theirs / ours
 
 
-def to_csv(out: Path | None, late: Late, entries=None) -> Path:
+def to_csv(course: Course, out: Path | None, late: Late, entries=None) -> Path:
     """grades.csv with the late policy's columns (days late, penalty, final score)."""
     rows = []
-    entries = grades() if entries is None else entries
+    entries = grades(course.grades) if entries is None else entries
     late.check(entries)
     for e in sorted(entries, key=lambda e: (e.student, e.assignment)):
         final, note = late.apply(e) if e.status == GRADED else (None, "")
         rows.append({"student_id": e.student, "assignment": e.assignment, "status": e.status, "reason": e.reason,
                      "score": _points(e.score), "max_score": _points(e.max_score), "late": "late" if e.late else "",
                      "late_note": note, "final_score": _points(final), "name": e.name, "lms_id": e.lms_id})
-    out = _write(out or EXPORT / "grades.csv", list(rows[0]) if rows else ["student_id"], rows, "utf-8")
+    out = _write(out or course.export / "grades.csv", list(rows[0]) if rows else ["student_id"], rows, "utf-8")
     print(f"Grades with the late policy: {out}")
     return out
 
 
-def export(to: str, template: Path | None = None, out: Path | None = None, late: Late | None = None,
+def export(course: Course, to: str, template: Path | None = None, out: Path | None = None, late: Late | None = None,
            assignment: str | None = None, new_columns: bool = False, rescale: bool = True,
            overwrite_lms_edits: bool = False, force: bool = False) -> Path:
     """Write the grades as ``to`` ("canvas", "moodle" or "csv") takes them; the file written.
 
     Parameters
     ----------
+    course : Course
+        The course whose grades it writes.
     to : {"canvas", "moodle", "csv"}
         The LMS (or a plain CSV).
     template : Path, optional
@@ -719,21 +718,21 @@ def export(to: str, template: Path | None = None, out: Path | None = None, late:
     force : bool
         Write the rows that are up to date when some are not (else refused, naming them).
     """
-    late = late or Late.of()
+    late = late or Late.of(course.settings)
     if to not in TARGETS:
         raise CourseError(f"--to must be one of {TARGETS}, not {to!r}")
     if to != "csv" and template is None:
         what = "gradebook export (Grades > Export)" if to == "canvas" else "grading worksheet (Download grading worksheet)"
         raise CourseError(f"--to {to} needs the LMS's own {what} as the template")
-    entries = grades()
+    entries = grades(course.grades)
     late.check_extensions({e.student for e in entries})
-    entries = fresh([e for e in entries if to == "csv" or e.lms == to], force, "export")
+    entries = fresh(course, [e for e in entries if to == "csv" or e.lms == to], force, "export")
     late.describe([e for e in entries if e.status == GRADED])
     if to == "csv":
-        return to_csv(out, late, entries)
+        return to_csv(course, out, late, entries)
     if to == "canvas":
-        return to_canvas(template, out, late, new_columns, rescale, overwrite_lms_edits, entries)
-    return to_moodle(template, out, late, assignment, rescale, overwrite_lms_edits, entries)
+        return to_canvas(course, template, out, late, new_columns, rescale, overwrite_lms_edits, entries)
+    return to_moodle(course, template, out, late, assignment, rescale, overwrite_lms_edits, entries)
 
 
 # --- feedback -------------------------------------------------------------------
@@ -775,7 +774,8 @@ def _write_zip(path: Path, files: list[tuple[str, str]]) -> None:
     state.write_bytes(path, buffer.getvalue())
 
 
-def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool = False) -> list[Path]:
+def pack_feedback(course: Course, out: Path | None = None, late: Late | None = None, force: bool = False
+                  ) -> list[Path]:
     """Pack each student's feedback page as their LMS takes it back; the zips written.
 
     - Canvas: ``feedback-canvas-<assignment>.zip``, for the assignment's
@@ -794,18 +794,18 @@ def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool
     student gets none. A student who handed in another file in place of the
     notebook gets a page saying so.
     """
-    late = late or Late.of()
-    out = out or EXPORT
-    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(submissions.MANIFEST_FILE)}
-    entries = grades()
+    late = late or Late.of(course.settings)
+    out = out or course.export
+    collected = {(e.student, e.assignment): e for e in submissions.read_manifest(course.manifest)}
+    entries = grades(course.grades)
     late.check_extensions({e.student for e in entries})
-    entries = fresh(entries, force, "feedback")  # no page of work since collected again, undone or changed
+    entries = fresh(course, entries, force, "feedback")  # no page of work since collected again, undone or changed
     for e in entries:  # what the manifest says of the student's work now (not submitted, could not be graded)
         now = collected.get((e.student, e.assignment))
         if now is not None and now.status != GRADED and e.status == GRADED:
             e.status, e.reason = now.status, now.reason
     late.check(entries)
-    removed = remove_stale(entries)
+    removed = remove_stale(course, entries)
     sources = {key: e.source for key, e in collected.items()}
     made, missing, skipped, zips = [], [], [], {}
     for e in sorted(entries, key=lambda e: (e.assignment, e.student)):
@@ -814,7 +814,7 @@ def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool
         stem = Path(expected_notebooks()[e.assignment]).stem
         src = sources.get((e.student, e.assignment), "")
         if e.status == GRADED:
-            page = COURSE / "feedback" / e.student / e.assignment / f"{stem}.html"
+            page = course.page(e.student, e.assignment)
             if not page.is_file():
                 missing.append(f"{e.student}/{e.assignment}")
                 continue
@@ -864,5 +864,5 @@ def pack_feedback(out: Path | None = None, late: Late | None = None, force: bool
         print(f"  not packed (no Canvas download file name was recorded; collect from Canvas's zip):"
               f" {', '.join(skipped)}")
     if not made:
-        print(f"No LMS feedback to pack: students collected from a folder have theirs in {COURSE / 'feedback'}")
+        print(f"No LMS feedback to pack: students collected from a folder have theirs in {course.feedback}")
     return made

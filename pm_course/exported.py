@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import re
 
-from .course import COURSE
+from .course import Course
 from .state import write_text
 
-RECORD = COURSE / "export" / "exported.json"
 BLANK = ("", "-")  # Moodle writes "-" for no grade
 
 
@@ -43,13 +42,13 @@ def canvas_key(user_id: str, column: str) -> str:
     return f"{user_id}|#{found.group(1)}" if found else f"{user_id}|{column}"
 
 
-def load() -> dict[str, dict[str, list[str]]]:
+def load(course: Course) -> dict[str, dict[str, list[str]]]:
     """The record: LMS -> cell -> the values exported to it ({} before the first export).
 
     Canvas cells recorded by a column's name (as earlier versions did) are read by the assignment's id.
     """
     try:
-        record = json.loads(RECORD.read_text(encoding="utf-8"))
+        record = json.loads(course.exported.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return {}
     canvas: dict[str, list[str]] = {}
@@ -65,9 +64,9 @@ def load() -> dict[str, dict[str, list[str]]]:
 class Guard:
     """Decide cell by cell what an export writes, keeping the LMS's own values; :meth:`save` records the export."""
 
-    def __init__(self, lms: str, overwrite_edits: bool = False):
-        self.lms, self.overwrite = lms, overwrite_edits
-        self.record = load()
+    def __init__(self, course: Course, lms: str, overwrite_edits: bool = False):
+        self.course, self.lms, self.overwrite = course, lms, overwrite_edits
+        self.record = load(course)
         self.mine = self.record.setdefault(lms, {})
         self.kept_marks: list[str] = []
         self.kept_edits: list[str] = []
@@ -124,7 +123,7 @@ class Guard:
 
     def save(self) -> None:
         """Record what was exported; print what was kept as the LMS has it."""
-        write_text(RECORD, json.dumps(self.record, indent=1, sort_keys=True) + "\n")
+        write_text(self.course.exported, json.dumps(self.record, indent=1, sort_keys=True) + "\n")
         if self.kept_marks:
             print(f"Kept as the LMS has them (not numbers: excused, complete, ...): {len(self.kept_marks)} cell(s):")
             print("\n".join(f"  {w}" for w in self.kept_marks))

@@ -40,7 +40,7 @@ from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors import Preprocessor
 from nbformat.v4 import new_output
-from traitlets import Bool, Integer
+from traitlets import Bool, Integer, Unicode
 
 try:
     from jinja2 import pass_context as contextfilter
@@ -94,14 +94,14 @@ def sanitize(fragment: str) -> str:
                         protocols=["http", "https", "mailto", "data"], strip=True, strip_comments=True)
 
 
-def without_paths(page: str) -> str:
-    """A page with the paths of the instructor's machine (checkout, course folder, Python) taken out."""
+def without_paths(page: str, course: str = "") -> str:
+    """A page with the paths of the instructor's machine (checkout, course folder ``course``, Python) taken out."""
     import sys
     from pathlib import Path
 
-    from .course import COURSE, ROOT, exercises_dir
+    from .course import ROOT, exercises_dir
 
-    for path, name in sorted(((str(p), n) for p, n in ((COURSE, "course"), (exercises_dir(), "exercises"),
+    for path, name in sorted(((str(p), n) for p, n in ((course, "course"), (exercises_dir(), "exercises"),
                                                          (ROOT, "."), (Path(sys.prefix), "python"),
                                                          (Path(sys.base_prefix), "python"),
                                                          (Path.home(), "~"))), key=lambda pn: -len(pn[0])):
@@ -121,10 +121,10 @@ def stable_ids(page: str) -> str:
     return RANDOM_ID.sub(lambda m: f'id="{m.group(1)}-{next(count)}"', page)
 
 
-def inert(page: str) -> str:
-    """A page that can run nothing: the Content-Security-Policy first in its head; no instructor path; no
-    random id."""
-    page = stable_ids(without_paths(page))
+def inert(page: str, course: str = "") -> str:
+    """A page that can run nothing: the Content-Security-Policy first in its head; no instructor path (the
+    course folder ``course`` among them); no random id."""
+    page = stable_ids(without_paths(page, course))
     if CSP not in page:
         page = re.sub(r"<head([^>]*)>", lambda m: f"<head{m.group(1)}>\n{CSP}", page, count=1)
     return page
@@ -534,6 +534,7 @@ class FeedbackExporter(HTMLExporter):
     """
 
     mathml = Bool(True, help="write the maths as MathML, and load no MathJax").tag(config=True)
+    course_folder = Unicode("", help="the course folder, a path no page shows").tag(config=True)
 
     def _create_environment(self):
         environment = super()._create_environment()
@@ -582,11 +583,11 @@ class FeedbackExporter(HTMLExporter):
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
         except (AttributeError, TypeError):  # an nbconvert whose exporter is built differently
             page, resources = super().from_notebook_node(nb, given, **kw)
-            return inert(not_counted(page, resources.get("awaiting_review", []))), resources
+            return inert(not_counted(page, resources.get("awaiting_review", [])), self.course_folder), resources
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
         if NEEDS_PASS.search(page):
             page, resources = super().from_notebook_node(nb, given, **kw)
-        return inert(not_counted(page, resources.get("awaiting_review", []))), resources
+        return inert(not_counted(page, resources.get("awaiting_review", [])), self.course_folder), resources
 
 
 def _inert_outputs(nb):

@@ -22,12 +22,9 @@ import json
 import re
 from pathlib import Path
 
-from .course import COURSE, expected_notebooks, source_hash
+from .course import Course, expected_notebooks, source_hash
 from .submissions import FAILED, GRADED, MISSING
 
-GRADED_HASHES = COURSE / "graded.json"
-SUBMITTED = COURSE / "submitted"
-FEEDBACK = COURSE / "feedback"
 PAGE_SCORE = re.compile(r"\(Score:\s*([\d.]+)\s*/\s*([\d.]+)\)")
 
 
@@ -36,22 +33,12 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
-def graded_hashes() -> dict[str, dict[str, str]]:
+def graded_hashes(course: Course) -> dict[str, dict[str, str]]:
     """What each notebook was when last graded: ``student/assignment`` -> submission and source hashes."""
     try:
-        return json.loads(GRADED_HASHES.read_text())
+        return json.loads(course.graded_hashes.read_text())
     except (FileNotFoundError, ValueError):
         return {}
-
-
-def collected(student: str, assignment: str) -> Path:
-    """The collected notebook of a student's assignment (it may not exist)."""
-    return SUBMITTED / student / assignment / expected_notebooks()[assignment]
-
-
-def page(student: str, assignment: str) -> Path:
-    """The feedback page ``grade`` makes of a student's assignment (it may not exist)."""
-    return FEEDBACK / student / assignment / (Path(expected_notebooks()[assignment]).stem + ".html")
 
 
 def page_score(path: Path) -> float | None:
@@ -63,17 +50,20 @@ def page_score(path: Path) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def stale(rows: dict, manifest: dict) -> dict[tuple[str, str], str]:
+def stale(course: Course, rows: dict, manifest: dict) -> dict[tuple[str, str], str]:
     """The rows of grades.csv that no longer say what the course folder holds, and why.
 
     Parameters
     ----------
+    course : Course
+        The course whose folder it reads.
     rows : dict
         grades.csv's rows by (student, assignment) (:func:`pm_course.grades.read_grades`).
     manifest : dict
         What is collected now: entries by (student, assignment) (:func:`pm_course.submissions.read_manifest`).
     """
-    hashes = graded_hashes()
+    hashes = graded_hashes(course)
+    collected, page = course.collected, course.page
     sources: dict[str, str] = {}
     found = {}
     for key, row in sorted(rows.items()):

@@ -28,13 +28,10 @@ from pathlib import Path
 from . import assignments as assignments_mod
 from . import fingerprints, hidden, lms, pages, reviews
 from . import submissions as submissions_mod
-from . import grades as grades_mod
-from .grades import GRADES, read_grades, write_grades  # grades.csv, kept in its own module
+from .grades import read_grades, write_grades  # grades.csv, kept in its own module
 from .state import write_text
-from .course import (COURSE, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
+from .course import (Course, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
                      worker_start)
-
-GRADED_HASHES = COURSE / "graded.json"  # what each notebook was when last graded, so that grade skips it unchanged
 
 
 GENERIC = ("There was an error processing", "Traceback", "see the", "Please see")  # nbgrader's words for any failure
@@ -105,7 +102,7 @@ def students_failure(log: str) -> bool:
     return bool(STUDENT_FAILURE.search("\n".join(errors))) or "does not exist in the database" in log
 
 
-def _autograde(entry) -> tuple[str, str, str]:
+def _autograde(course: Course, entry) -> tuple[str, str, str]:
     """Grade one student's notebook: (status, reason, log). Runs in a worker process when JOBS > 1.
 
     A fault of the machine (a sandbox or kernel that did not start, :func:`machine_fault`, or any
@@ -113,28 +110,24 @@ def _autograde(entry) -> tuple[str, str, str]:
     the next ``grade``, never on a student's row or page. Whatever nbgrader recorded for the student
     before the fault is put back in the gradebook, and their feedback page is the one they had.
     """
-    saved = _saved_grades(entry)
+    saved = _saved_grades(course, entry)
     try:
-        result = _autograde_one(entry)
+        result = _autograde_one(course, entry)
     except Exception as err:  # noqa: BLE001 -- the grader's own error, whatever it is, is not the student's
         result = submissions_mod.MACHINE, f"machine error: {type(err).__name__}: {err}"[:300], f"{err!r}"
     if result[0] == submissions_mod.MACHINE:
-        log = result[2] + _restore_grades(entry, saved)
+        log = result[2] + _restore_grades(course, entry, saved)
         result = (*result[:2], log)
     return result
 
 
-def _feedback_folder(entry) -> Path:
-    return COURSE / "feedback" / entry.student / entry.assignment
-
-
-def _autograde_one(entry) -> tuple[str, str, str]:
+def _autograde_one(course: Course, entry) -> tuple[str, str, str]:
     from . import sandbox
 
-    probes = COURSE / "probes" / entry.student / entry.assignment
+    probes = course.probes / entry.student / entry.assignment
     shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
     del sandbox.FAULTS[:]  # the kernels that do not start for this notebook
-    result = api().autograde(entry.assignment, entry.student, force=True, create=True)
+    result = api(course).autograde(entry.assignment, entry.student, force=True, create=True)
     log = f"$ nbgrader autograde {entry.assignment} {entry.student}\n" + result.get("log", "") + result.get("error", "")
     failure, reason = _repaired(entry)
     if sandbox.FAULTS:
@@ -150,15 +143,16 @@ def _autograde_one(entry) -> tuple[str, str, str]:
     entry.reason = reason
     wrong = hidden.failures(entry.assignment, probes)
     if wrong:
-        log += _zero_cells(entry, wrong)
+        log += _zero_cells(course, entry, wrong)
     # the feedback is made here too, after the scores are final, so that it runs JOBS at a time; the
     # student's page so far is set aside, and put back if the new one cannot be made
-    page, previous = _feedback_folder(entry), _feedback_folder(entry).with_name(f".{entry.assignment}.previous")
+    page = course.feedback / entry.student / entry.assignment
+    previous = page.with_name(f".{entry.assignment}.previous")
     shutil.rmtree(previous, ignore_errors=True)
     if page.is_dir():
         page.rename(previous)
     try:
-        made = api().generate_feedback(entry.assignment, entry.student, force=True)
+        made = api(course).generate_feedback(entry.assignment, entry.student, force=True)
         made_log = made.get("log", "") + made.get("error", "")
         fault = machine_fault(made_log) or (None if made.get("success", True) else "the feedback page could not be made")
     except Exception as err:  # noqa: BLE001 -- the grader's own
@@ -173,12 +167,12 @@ def _autograde_one(entry) -> tuple[str, str, str]:
     return entry.status, entry.reason, log
 
 
-def _saved_grades(entry) -> dict | None:
+def _saved_grades(course: Course, entry) -> dict | None:
     """What the gradebook holds for this student's assignment before grading (None: nothing yet), to put back
     after a machine fault."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    coursedir = api().coursedir
+    coursedir = api(course).coursedir
     try:
         with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
             submission = gradebook.find_submission(entry.assignment, entry.student)
@@ -190,11 +184,11 @@ def _saved_grades(entry) -> dict | None:
         return None
 
 
-def _restore_grades(entry, saved: dict | None) -> str:
+def _restore_grades(course: Course, entry, saved: dict | None) -> str:
     """Put the gradebook back as :func:`_saved_grades` found it (what to log)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    coursedir = api().coursedir
+    coursedir = api(course).coursedir
     try:
         with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
             if saved is None:
@@ -223,11 +217,11 @@ def _repaired(entry) -> tuple[str | None, str]:
     return repair.FAILURES.pop(key, None), "; ".join(r for r in (entry.reason, *notes) if r)
 
 
-def _explain_lost_points(entries) -> None:
+def _explain_lost_points(course: Course, entries) -> None:
     """Every score below full gets a reason: the graded cells that lost points (added to the entry's reason)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    coursedir = api().coursedir
+    coursedir = api(course).coursedir
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         for entry in entries:
             if entry.status != submissions_mod.GRADED or entry.score is None or entry.score >= entry.max_score:
@@ -263,7 +257,7 @@ def _progress(total: int):
                 mininterval=0.5, smoothing=0.1)
 
 
-def _autograde_all(todo, n_jobs: int) -> bool:
+def _autograde_all(course: Course, todo, n_jobs: int) -> bool:
     """Grade ``todo``, ``n_jobs`` at a time; each notebook in its own kernel and sandbox.
 
     Workers share nbgrader's SQLite gradebook: SQLite serialises their writes
@@ -303,7 +297,7 @@ def _autograde_all(todo, n_jobs: int) -> bool:
     interrupted = False
     previous = signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        _run_all(todo, n, done, stop)
+        _run_all(course, todo, n, done, stop)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -313,14 +307,14 @@ def _autograde_all(todo, n_jobs: int) -> bool:
         interrupted = True
         print(f"Interrupted: {len(results)} of {len(todo)} notebook(s) graded; the rest are not graded yet"
               " (pm-course grade grades them).", file=sys.stderr)
-    with (COURSE / "nbgrader.log").open("a") as f:
+    with course.nbgrader_log.open("a") as f:
         for i, entry in enumerate(todo):
             entry.status, entry.reason, log = results.get(i, (submissions_mod.NOT_YET, "grading was interrupted", ""))
             f.write(log + "\n")
     return interrupted
 
 
-def _run_all(todo, n: int, done, stop: list) -> None:
+def _run_all(course: Course, todo, n: int, done, stop: list) -> None:
     """Grade ``todo`` in ``n`` worker processes (here when ``n`` is 1), calling ``done(i, result)`` as each ends;
     no notebook is started once ``stop`` is not empty (Ctrl-C)."""
     import concurrent.futures
@@ -330,7 +324,7 @@ def _run_all(todo, n: int, done, stop: list) -> None:
         for i, entry in enumerate(todo):
             if stop:
                 return
-            done(i, _autograde(entry))
+            done(i, _autograde(course, entry))
         return
     import nbgrader.apps  # noqa: F401 -- imported once, here, rather than in every worker
 
@@ -343,7 +337,7 @@ def _run_all(todo, n: int, done, stop: list) -> None:
     context = multiprocessing.get_context("fork")  # the workers inherit the loaded modules
     pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=context, initializer=worker_start)
     try:
-        futures = {pool.submit(_autograde, todo[i]): i for i in order}
+        futures = {pool.submit(_autograde, course, todo[i]): i for i in order}
         for future in concurrent.futures.as_completed(futures):
             try:
                 result = future.result()
@@ -359,12 +353,12 @@ def _run_all(todo, n: int, done, stop: list) -> None:
     pool.shutdown(wait=True)
 
 
-def _zero_cells(entry, wrong: dict[str, list[str]]) -> str:
+def _zero_cells(course: Course, entry, wrong: dict[str, list[str]]) -> str:
     """Take the points of the cells whose probed values the grader found wrong; what to log."""
     from nbgrader.api import Gradebook
 
     notebook = Path(expected_notebooks()[entry.assignment]).stem
-    coursedir, log = api().coursedir, ""
+    coursedir, log = api(course).coursedir, ""
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         for cell, reasons in wrong.items():
             grade = gradebook.find_grade(cell, notebook, entry.assignment, entry.student)
@@ -387,13 +381,12 @@ def select(entries, students=None, assignments=None):
             and (not assignments or e.assignment in assignments)]
 
 
-def _digest(entry) -> str:
+def _digest(course: Course, entry) -> str:
     """A SHA-256 of the notebook collected for ``entry`` ("" when there is none)."""
-    path = COURSE / "submitted" / entry.student / entry.assignment / expected_notebooks()[entry.assignment]
-    return fingerprints.digest(path)
+    return fingerprints.digest(course.collected(entry.student, entry.assignment))
 
 
-def unchanged(entries, before: dict, rows: dict | None = None) -> list:
+def unchanged(course: Course, entries, before: dict, rows: dict | None = None) -> list:
     """The entries graded before whose notebook and assignment source are the same as then (not to grade again).
 
     With ``rows`` (grades.csv's), only those whose row came from grading that notebook: a row that says
@@ -401,13 +394,13 @@ def unchanged(entries, before: dict, rows: dict | None = None) -> list:
     """
     sources = {a: source_hash(a) for a in {e.assignment for e in entries}}
     return [e for e in entries if e.status == submissions_mod.GRADED and before.get(f"{e.student}/{e.assignment}")
-            == {"submission": _digest(e), "source": sources[e.assignment]}
+            == {"submission": _digest(course, e), "source": sources[e.assignment]}
             and (rows is None or rows.get((e.student, e.assignment), {}).get("status")
                  in (submissions_mod.GRADED, submissions_mod.FAILED))]
 
 
-def grade(submissions: Path | None = None, students=None, assignments=None, n_jobs: int | None = None,
-          everything: bool = False, rescale_reviews: bool = False) -> None:
+def grade(course: Course, submissions: Path | None = None, students=None, assignments=None,
+          n_jobs: int | None = None, everything: bool = False, rescale_reviews: bool = False) -> None:
     """Grade what was collected (after collecting ``submissions``, a folder, when given); write grades.csv.
 
     Only what is new or changed since the last run is graded: a notebook is
@@ -416,6 +409,8 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
 
     Parameters
     ----------
+    course : Course
+        The course whose collected work it grades.
     submissions : Path, optional
         ``DIR/<student>/<assignment>/<notebook>.ipynb``: collected first (``collect --from folder``).
     students, assignments : list of str, optional
@@ -437,41 +432,46 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     print(limits.describe())
     if submissions is not None:
         raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
-    entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
+    entries = submissions_mod.read_manifest(course.manifest)
     tests = sorted({e.student for e in entries if lms.is_test_student(e.name or e.student.rsplit("_", 1)[0])})
     if tests:  # Canvas's test student: never graded, never in grades.csv, never exported
         print(f"Not graded: Canvas's test student ({', '.join(tests)}).")
         entries = [e for e in entries if e.student not in tests]
     if not entries:
-        raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course collect first,"
+        raise CourseError(f"nothing collected yet ({course.manifest} is missing): run pm-course collect first,"
                           " or pass the submissions folder to grade")
     # the student versions of what was handed in, made or made again (the others wait for pm-course assignments)
     handed_in = {e.assignment for e in entries if e.status != submissions_mod.MISSING}
-    changed = [a for a in assignments_mod.stale() if a in handed_in]
+    changed = [a for a in assignments_mod.stale(course) if a in handed_in]
     if changed:
-        released = [a for a in changed if (COURSE / "release" / a).is_dir()]
+        released = [a for a in changed if (course.release / a).is_dir()]
         if released:
             print(f"Source changed since its release: {', '.join(released)}; releasing it again (nbgrader"
                   " generate_assignment) and regrading its submissions.")
-        assignments_mod.assignments(changed)
+        assignments_mod.assignments(course, changed)
     chosen = select(entries, students, assignments)
     regrade = {(e.student, e.assignment) for e in chosen}
-    if released_again := [a for a in changed if (COURSE / "release" / a).is_dir()]:
+    if released_again := [a for a in changed if (course.release / a).is_dir()]:
         chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in regrade]
         regrade = {(e.student, e.assignment) for e in chosen}
-    before = read_grades(GRADES)
-    hashes = fingerprints.graded_hashes()
+    before = read_grades(course.grades)
+    hashes = fingerprints.graded_hashes(course)
     # only what is new or changed, unless asked for by name (--student, --assignment) or --all
     same = [] if everything or students or assignments else \
-        [e for e in unchanged(chosen, hashes, before) if (e.student, e.assignment) in before]
+        [e for e in unchanged(course, chosen, hashes, before) if (e.student, e.assignment) in before]
     if same:  # kept as they were graded: their rows below come from grades.csv
         skip = {id(e) for e in same}
         chosen = [e for e in chosen if id(e) not in skip]
         regrade -= {(e.student, e.assignment) for e in same}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
-    interrupted = _autograde_all(todo, n)  # each in its own kernel: a broken notebook cannot take the others down
-    _keep_reviews(todo, rescale_reviews)
-    _read_scores(chosen)
+    try:
+        interrupted = _autograde_all(course, todo, n)  # each in its own kernel: a broken notebook cannot take the others down
+    finally:
+        sandbox.close_template()  # this process's warm kernel template: no notebook is left to fork a kernel for
+    # written answers: a review stands while its answer and its points are unchanged; a changed answer awaits
+    # review again, and so does one whose points the source changed (rescaled instead with rescale_reviews)
+    reviews.after_grading(course, todo, rescale=rescale_reviews)
+    _read_scores(course, chosen)
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
     unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
     for e in todo:  # what was not graded has no fingerprint: the next grade grades it
@@ -481,29 +481,29 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
         if e in unfinished:
             hashes.pop(key, None)
         else:
-            hashes[key] = {"submission": _digest(e), "source": sources[e.assignment]}
+            hashes[key] = {"submission": _digest(course, e), "source": sources[e.assignment]}
     for e in chosen:  # no notebook graded now (not submitted, another assignment's file): the row no longer
         if e.status in (submissions_mod.MISSING, submissions_mod.FAILED) and e not in todo:  # says what any
             hashes.pop(f"{e.student}/{e.assignment}", None)  # notebook scored; one put back is graded again
-    _explain_lost_points(chosen)
+    _explain_lost_points(course, chosen)
     rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
             **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},
             **{(e.student, e.assignment): _row(e) for e in chosen}}
     for e in entries:  # collected, never graded: their manifest's status, without a score
         rows.setdefault((e.student, e.assignment), _row(e) if e.status != submissions_mod.GRADED
                         else {**_row(e), "status": "not graded yet", "score": ""})
-    _written_totals(rows)
+    _written_totals(course, rows)
     faulted = [e for e in todo if e.status == submissions_mod.MACHINE]
     for e in faulted:  # a machine fault records nothing: the row as it was (none: "not graded (machine error)")
         key = (e.student, e.assignment)
         if key in before:
             rows[key] = before[key]
-    write_grades(rows, GRADES)
-    write_text(GRADED_HASHES, json.dumps(hashes, indent=1, sort_keys=True) + "\n")  # after grades.csv: a
+    write_grades(rows, course.grades)
+    write_text(course.graded_hashes, json.dumps(hashes, indent=1, sort_keys=True) + "\n")  # after grades.csv: a
     # failure between the two leaves notebooks to regrade, never a row claimed graded that is not
     _say_what_changed(before, rows, regrade, {(e.student, e.assignment) for e in todo})
     everyone = [_entry(r) for r in rows.values()]
-    pages.remove_stale(everyone)  # no page may tell a student the score of work no longer graded
+    pages.remove_stale(course, everyone)  # no page may tell a student the score of work no longer graded
     collected = sorted({e.assignment for e in everyone})  # mid-term, the assignments so far: not all of them
     print(submissions_mod.summary(everyone, {name: max_points(name) for name in collected}))
     for entry in everyone:
@@ -519,8 +519,8 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
     if same:
         print(f"Unchanged since they were graded, kept: {len(same)} notebooks (pm-course grade --all grades"
               " them again).")
-    print(f"Grades:   {GRADES} (one row per student and assignment, with a status)")
-    print(f"Feedback: {COURSE / 'feedback'}")
+    print(f"Grades:   {course.grades} (one row per student and assignment, with a status)")
+    print(f"Feedback: {course.feedback}")
     if not sandbox.works():  # said at the start and again here, where the summary is read
         print(sandbox.unconfined_banner())
         print(sandbox.unconfined_banner(), file=sys.stderr)
@@ -535,24 +535,18 @@ def grade(submissions: Path | None = None, students=None, assignments=None, n_jo
                           f" {len(unfinished)} not graded yet: run pm-course grade to grade them.")
 
 
-def _keep_reviews(todo, rescale: bool = False) -> None:
-    """Written answers: a review stands while its answer and its points are unchanged; a changed answer awaits
-    review again, and so does one whose points the source changed (rescaled instead with ``rescale``)."""
-    reviews.after_grading(todo, rescale=rescale)
-
-
-def _written_totals(rows: dict) -> None:
+def _written_totals(course: Course, rows: dict) -> None:
     """grades.csv's written-answer columns (and scores) from the gradebook, formgrader reviews included."""
-    reviews.annotate(rows)
+    reviews.annotate(course, rows)
     waiting = sum(int(r.get("awaiting_review") or 0) for r in rows.values())
     if waiting:
         print(f"Written answers awaiting review: {waiting} (pm-course status; pm-course review ASSIGNMENT)")
 
 
-def _read_scores(entries) -> None:
+def _read_scores(course: Course, entries) -> None:
     from nbgrader.api import Gradebook, MissingEntry
 
-    coursedir = api().coursedir
+    coursedir = api(course).coursedir
     with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
         for entry in entries:
             entry.max_score = max_points(entry.assignment)
@@ -586,13 +580,6 @@ def _entry(row: dict):
     entry.score = float(row["score"]) if row["score"] else None
     entry.max_score = float(row["max_score"]) if row.get("max_score") else None
     return entry
-
-
-def grades() -> list:
-    """grades.csv as entries (scores as numbers); an error when nothing was graded yet."""
-    if GRADES.is_file():
-        reviews.sync()  # reviews entered since (pm-course review --apply, or nbgrader's formgrader)
-    return grades_mod.entries(GRADES)
 
 
 def _say_what_changed(before: dict, after: dict, regraded: set, notebooks: set = frozenset()) -> None:

@@ -9,24 +9,24 @@ import csv
 import io
 from pathlib import Path
 
-from .course import COURSE, CourseError
+from .course import CourseError
 from .state import write_text
 
-GRADES = COURSE / "grades.csv"
 COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
            "late", "submitted", "name", "lms", "lms_id")
 COLUMNS += ("written_score", "written_max", "awaiting_review")  # the written answers (pm_course/review.py)
 
 
-def read_grades(path: Path = GRADES) -> dict[tuple[str, str], dict]:
-    """grades.csv's rows by (student, assignment) ({} when there is none)."""
+def read_grades(path: Path) -> dict[tuple[str, str], dict]:
+    """grades.csv's rows (``path``: :attr:`pm_course.course.Course.grades`) by (student, assignment) ({} when
+    there is none)."""
     if not path.is_file():
         return {}
     with path.open(newline="", encoding="utf-8") as f:
         return {(r["student_id"], r["assignment"]): {c: r.get(c) or "" for c in COLUMNS} for r in csv.DictReader(f)}
 
 
-def entries(path: Path = GRADES) -> list:
+def entries(path: Path) -> list:
     """grades.csv as :class:`pm_course.submissions.Entry` (scores as numbers), Canvas's test student left out.
 
     Raises

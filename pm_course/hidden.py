@@ -23,9 +23,15 @@ import numpy as np
 from .course import CourseError, source_notebook
 
 
-@functools.cache
 def reference(assignment: str) -> dict[str, tuple[str, object, object]]:
     """``probe name -> (grade_id of its cell, the instructor's value, judge)``, by running the source notebook."""
+    path = source_notebook(assignment)
+    return _reference(assignment, path, path.stat().st_mtime_ns, path.stat().st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _reference(assignment: str, path: Path, mtime_ns: int, size: int) -> dict[str, tuple[str, object, object]]:
+    """:func:`reference` of one version of the source notebook: run once per process, not once per student."""
     import matplotlib
     import nbformat
 

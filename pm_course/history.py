@@ -15,11 +15,8 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from .course import COURSE, CourseError
+from .course import Course, CourseError
 
-HISTORY = COURSE / "history"
-UNDONE = HISTORY / "undone"
-SUBMITTED = COURSE / "submitted"
 FILES = ("submissions.csv",)  # the course's record of what was collected
 
 
@@ -28,39 +25,39 @@ def _label(assignments) -> str:
     return "+".join(names) if len(names) <= 3 else f"{len(names)}-assignments"
 
 
-def _copy_state(dest: Path, assignments) -> int:
+def _copy_state(course: Course, dest: Path, assignments) -> int:
     """Copy the course's collected notebooks of ``assignments`` and its manifest into ``dest``; notebooks copied."""
     dest.mkdir(parents=True)
     for name in FILES:
-        if (COURSE / name).is_file():
-            shutil.copy2(COURSE / name, dest / name)
+        if (course.folder / name).is_file():
+            shutil.copy2(course.folder / name, dest / name)
     count = 0
-    for folder in sorted(SUBMITTED.glob("*/*")) if SUBMITTED.is_dir() else ():
+    for folder in sorted(course.submitted.glob("*/*")) if course.submitted.is_dir() else ():
         if folder.is_dir() and folder.name in assignments:
             shutil.copytree(folder, dest / "submitted" / folder.parent.name / folder.name)
             count += sum(1 for _ in folder.glob("*.ipynb"))
     return count
 
 
-def save(assignments, command: str) -> Path:
+def save(course: Course, assignments, command: str) -> Path:
     """Keep a copy of what a collection of ``assignments`` is about to replace; the folder it went to."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    dest = HISTORY / f"{stamp}-{_label(assignments)}"
-    count = _copy_state(dest, assignments)
+    dest = course.history / f"{stamp}-{_label(assignments)}"
+    count = _copy_state(course, dest, assignments)
     info = {"when": datetime.now().isoformat(sep=" ", timespec="seconds"), "assignments": sorted(assignments),
             "command": command, "notebooks": count}
     (dest / "info.json").write_text(json.dumps(info, indent=1) + "\n")
     return dest
 
 
-def saved() -> list[Path]:
+def saved(course: Course) -> list[Path]:
     """The copies :func:`save` kept, oldest first (what undo would restore is the last)."""
-    if not HISTORY.is_dir():
+    if not course.history.is_dir():
         return []
-    return sorted(p for p in HISTORY.iterdir() if p.is_dir() and (p / "info.json").is_file())
+    return sorted(p for p in course.history.iterdir() if p.is_dir() and (p / "info.json").is_file())
 
 
-def undo() -> str:
+def undo(course: Course) -> str:
     """Restore what the last collection replaced; a sentence saying what was restored.
 
     Raises
@@ -68,30 +65,31 @@ def undo() -> str:
     CourseError
         When no collection was recorded (nothing to undo).
     """
-    kept = saved()
+    kept = saved(course)
     if not kept:
-        raise CourseError(f"nothing to undo: no collection is recorded in {HISTORY}")
+        raise CourseError(f"nothing to undo: no collection is recorded in {course.history}")
     last = kept[-1]
     info = json.loads((last / "info.json").read_text())
     assignments = set(info["assignments"])
     # what the undone collection brought in is kept too
-    aside = UNDONE / last.name
-    moved = _copy_state(aside, assignments)
+    aside = course.undone / last.name
+    moved = _copy_state(course, aside, assignments)
     (aside / "info.json").write_text(json.dumps({**info, "undone": datetime.now().isoformat(
         sep=" ", timespec="seconds"), "notebooks": moved}, indent=1) + "\n")
-    for folder in sorted(SUBMITTED.glob("*/*")) if SUBMITTED.is_dir() else ():
+    submitted = course.submitted
+    for folder in sorted(submitted.glob("*/*")) if submitted.is_dir() else ():
         if folder.is_dir() and folder.name in assignments:
             shutil.rmtree(folder)
-    for student in sorted(SUBMITTED.iterdir()) if SUBMITTED.is_dir() else ():
+    for student in sorted(submitted.iterdir()) if submitted.is_dir() else ():
         if student.is_dir() and not any(student.iterdir()):
             student.rmdir()
     if (last / "submitted").is_dir():
-        shutil.copytree(last / "submitted", SUBMITTED, dirs_exist_ok=True)
+        shutil.copytree(last / "submitted", submitted, dirs_exist_ok=True)
     for name in FILES:
         if (last / name).is_file():
-            shutil.copy2(last / name, COURSE / name)
+            shutil.copy2(last / name, course.folder / name)
         else:  # there was none before that collection (its copy is in ``aside``)
-            (COURSE / name).unlink(missing_ok=True)
+            (course.folder / name).unlink(missing_ok=True)
     shutil.rmtree(last)  # its files are the course's again
     return (f"Undid `{info['command']}` ({info['when']}): restored {', '.join(sorted(assignments))} as it was"
             f" before ({info['notebooks']} collected notebook(s)). What that collection had brought in"

@@ -130,15 +130,31 @@ def problems(nb, label: str = "") -> list[str]:
     return out
 
 
-@functools.cache
+def _source_path(assignment: str, notebook: str) -> tuple:
+    """The source notebook's path and version (its mtime and size): what :func:`_read` and
+    :func:`_instructor_code` are cached by, so that a changed source, or another course's, is read again."""
+    path = exercises_dir() / assignment / f"{notebook}.ipynb"
+    stat = path.stat()
+    return path, stat.st_mtime_ns, stat.st_size
+
+
 def _source_notebook(assignment: str, notebook: str):
-    return nbformat.read(exercises_dir() / assignment / f"{notebook}.ipynb", as_version=4)
+    return _read(*_source_path(assignment, notebook))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=16)
+def _read(path, mtime_ns: int, size: int):
+    return nbformat.read(path, as_version=4)
+
+
 def _instructor_code(assignment: str, notebook: str, grade_id: str) -> str:
-    """:func:`instructor_source` of the source notebook: worked out once per process, not once per student."""
-    return instructor_source(_source_notebook(assignment, notebook), grade_id)
+    """:func:`instructor_source` of the source notebook: worked out once per version of it, not once per student."""
+    return _instructor_code_of(_source_path(assignment, notebook), grade_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _instructor_code_of(version: tuple, grade_id: str) -> str:
+    return instructor_source(_read(*version), grade_id)
 
 
 class HandInstructorVersions(Preprocessor):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 
-from .course import COURSE
+from .course import Course
 
 # a page runs nothing and loads nothing: its styles are inline, its images data: URLs
 CSP = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; script-src \'none\';'
@@ -23,7 +23,7 @@ def is_test_student(entry) -> bool:
     return named_test_student(entry.name or entry.student.rsplit("_", 1)[0])
 
 
-def remove_stale(entries) -> list[str]:
+def remove_stale(course: Course, entries) -> list[str]:
     """Remove the feedback pages of every row that is not graded now (or is Canvas's test student).
 
     A page is made when a notebook is graded; when the row changes (the work
@@ -34,7 +34,7 @@ def remove_stale(entries) -> list[str]:
 
     removed = []
     for e in entries:
-        folder = COURSE / "feedback" / e.student / e.assignment
+        folder = course.feedback / e.student / e.assignment
         if (e.status != GRADED or is_test_student(e)) and folder.is_dir():
             shutil.rmtree(folder)
             removed.append(f"{e.student}/{e.assignment}")

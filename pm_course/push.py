@@ -39,17 +39,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import exported, state
-from .config import OTHER_SECTION, Course
-from .course import COURSE, CourseError, assignment_names, expected_notebooks
-from .export import EXPORT, Late, comment, fresh, notice_page, with_summary
+from .config import OTHER_SECTION, Settings
+from .course import Course, CourseError, assignment_names, expected_notebooks
+from .export import Late, comment, fresh, notice_page, with_summary
 from .grades import entries as grade_entries
 from .submissions import GRADED
 
-PUSH = EXPORT / "push"
-RECORD = EXPORT / "pushed.json"
 TOKENS = {"canvas": "CANVAS_API_TOKEN", "moodle": "MOODLE_TOKEN"}
 NAMES = {"canvas": "Canvas", "moodle": "Moodle"}
-BACKOFF = float(os.environ.get("PM_PUSH_BACKOFF", "2"))  # seconds before the first retry after a rate limit
+
+
+def backoff() -> float:
+    """Seconds before the first retry after a rate limit (``$PM_PUSH_BACKOFF``, else 2)."""
+    return float(os.environ.get("PM_PUSH_BACKOFF", "2"))
+
+
 TRIES = 6
 
 
@@ -100,14 +104,14 @@ def points(x: float) -> str:
 
 
 def _retry(call, what: str):
-    """``call()``, waiting out rate limits (doubling from :data:`BACKOFF` s, :data:`TRIES` times)."""
-    wait = BACKOFF
+    """``call()``, waiting out rate limits (doubling from :func:`backoff` s, :data:`TRIES` times)."""
+    wait = first = backoff()
     for attempt in range(TRIES):
         try:
             return call()
         except RateLimited as err:
             if attempt == TRIES - 1:
-                waited = BACKOFF * (2 ** (TRIES - 1) - 1)
+                waited = first * (2 ** (TRIES - 1) - 1)
                 raise StillRateLimited(f"{what}: still rate limited after {TRIES} tries over {waited:g} s ({err})"
                                        ) from None
             print(f"  rate limited ({err}): waiting {wait:g} s, then {what} again")
@@ -393,44 +397,43 @@ class Plan:
     mismatch: str = ""  # why that is not the course file's column for this assignment ("" when it is)
 
 
-def _record() -> dict:
+def _record(course: Course) -> dict:
     try:
-        return json.loads(RECORD.read_text(encoding="utf-8"))
+        return json.loads(course.pushed.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         return {}
 
 
-def _exports(kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
+def _exports(course: Course, kind: str, assignment: str, lms_id: str) -> list[str]:
     """The values ``export`` put in this cell's gradebook file (exported.json), in the order first exported."""
-    column = config.assignment(assignment).canvas or ""
+    column = course.settings.assignment(assignment).canvas or ""
     key = exported.canvas_key(lms_id, column) if kind == "canvas" else f"{lms_id}|{assignment}"
-    return exported.load().get(kind, {}).get(key, [])
+    return exported.load(course).get(kind, {}).get(key, [])
 
 
-def _ours(record: dict, kind: str, assignment: str, lms_id: str, config: Course) -> list[str]:
+def _ours(course: Course, record: dict, kind: str, assignment: str, lms_id: str) -> list[str]:
     """The values the cell may hold from pm-course: the last one pushed, and any exported as a file since.
 
     Before any push, every value exported as a file (which of them was imported is not known). A value
     pushed before the last push is not pm-course's any more: an instructor who put it back by hand (a late
     penalty waived in SpeedGrader) made it theirs.
     """
-    files = _exports(kind, assignment, lms_id, config)
+    files = _exports(course, kind, assignment, lms_id)
     pushed = record.get(kind, {}).get(assignment, {}).get(lms_id, [])
     if not pushed:
         return list(files)
     return [pushed[-1]["grade"], *files[pushed[-1].get("exports", 0):]]
 
 
-def _page(entry, text: str) -> str | None:
+def _page(course: Course, entry, text: str) -> str | None:
     """The feedback page as the student gets it: the comment's text at its top; None when there is none."""
-    stem = Path(expected_notebooks()[entry.assignment]).stem
-    page = COURSE / "feedback" / entry.student / entry.assignment / f"{stem}.html"
+    page = course.page(entry.student, entry.assignment)
     if entry.status == GRADED:
         return with_summary(page.read_text(encoding="utf-8"), text) if page.is_file() else None
     return notice_page(entry, text)
 
 
-def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bool,
+def plan(course: Course, kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bool,
          partial: dict | None = None) -> tuple[Plan, dict]:
     """What push would write now (reading the LMS's cells), and the pages by student.
 
@@ -438,11 +441,11 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
     A graded student the push cannot reach (not in the LMS, no page) is a ``skip`` row that keeps its ``new``
     grade: ``--apply`` names it as not pushed.
     """
-    rows = [e for e in grade_entries() if e.assignment == assignment and e.lms == kind and e.lms_id]
+    rows = [e for e in grade_entries(course.grades) if e.assignment == assignment and e.lms == kind and e.lms_id]
     if not rows:
         raise CourseError(f"nothing of {assignment} was collected from {NAMES[kind]}: pm-course collect --from {kind}"
                           f" ZIP --assignment {assignment}, then pm-course grade, before pushing")
-    rows = fresh(rows, force, "push")
+    rows = fresh(course, rows, force, "push")
     lms.map_students(rows)
     lms_late = lms.late_policy()
     if lms_late and late.percent:
@@ -464,7 +467,7 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
     if theirs is None:
         print(f"{NAMES[kind]}'s assignment sets no points: grades go as {assignment}'s points (out of {ours_max:g});"
               " give the assignment its points in the LMS first if it should count on another scale")
-    cells, record, config = lms.cells(), _record(), late.config
+    cells, record, config = lms.cells(), _record(course), late.config
     out, pages = Plan(kind, assignment, posting=lms.posting()), {}
     out.target, out.mismatch = _target(kind, assignment, lms, theirs, config)
     for e in sorted(rows, key=lambda e: e.student):
@@ -493,13 +496,13 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
             continue
         row.comment = comment(e, final, note)
         row.partial = int(e.awaiting_review or 0)
-        page = _page(e, row.comment)
+        page = _page(course, e, row.comment)
         if page is None:
             row.why = "no feedback page (grade again to make it)"
             continue
         row.page = hashlib.sha256(page.encode()).hexdigest()
         pages[e.student] = page
-        mine = _ours(record, kind, assignment, e.lms_id, config)
+        mine = _ours(course, record, kind, assignment, e.lms_id)
         last = record.get(kind, {}).get(assignment, {}).get(e.lms_id, [])
         if cell.excused:
             row.action, row.why = "kept", "excused in the LMS"
@@ -520,7 +523,7 @@ def plan(kind: str, assignment: str, lms, late: Late, overwrite: bool, force: bo
     return out, pages
 
 
-def _target(kind: str, assignment: str, lms, theirs: float | None, config: Course) -> tuple[str, str]:
+def _target(kind: str, assignment: str, lms, theirs: float | None, config: Settings) -> tuple[str, str]:
     """(the LMS assignment push writes to, named with its id and points; why it is not the course file's column
     for ``assignment``, "" when it is). Canvas's column is "<name> (<id>)"; Moodle's name is ``moodle`` when set."""
     title, settings = lms.title(), config.assignment(assignment)
@@ -612,7 +615,7 @@ def token(kind: str, token_file: Path | None) -> str:
     return text
 
 
-def _client(kind: str, assignment: str, config: Course, secret: str):
+def _client(kind: str, assignment: str, config: Settings, secret: str):
     server = config.servers.get(kind)
     where = config.source or "course.toml"
     if server is None:
@@ -639,7 +642,7 @@ def _limited(kind: str, err: Exception, done: str) -> CourseError:
                        " token share it), then run the same command again.")
 
 
-def _reach(kind: str, config: Course, err: Interrupted) -> CourseError:
+def _reach(kind: str, config: Settings, err: Interrupted) -> CourseError:
     """The error for an LMS that could not be reached before anything was written."""
     server = config.servers.get(kind)
     cause = str(err)
@@ -657,7 +660,7 @@ def _options(late: Late, assignment: str, overwrite: bool) -> dict:
             "times": len(late.times), "overwrite-lms-edits": overwrite}
 
 
-def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: bool = False,
+def push(course: Course, kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: bool = False,
          token_file: Path | None = None, late: Late | None = None, force: bool = False) -> None:
     """Preview (or, with ``apply``, write) the grades, comments and feedback pages of ``assignment`` in ``kind``.
 
@@ -670,10 +673,10 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
     if assignment not in assignment_names():
         raise CourseError(f"--assignment {assignment!r} is not an assignment: expected one of"
                           f" {', '.join(assignment_names())}")
-    late = late or Late.of()
+    late = late or Late.of(course.settings)
     secret = token(kind, token_file)
-    preview_file = PUSH / f"{kind}-{assignment}.json"
-    journal_file = PUSH / f"{kind}-{assignment}.journal.json"
+    preview_file = course.pushes / f"{kind}-{assignment}.json"
+    journal_file = course.pushes / f"{kind}-{assignment}.journal.json"
     options = _options(late, assignment, overwrite_lms_edits)
     try:
         journal = json.loads(journal_file.read_text(encoding="utf-8"))
@@ -681,7 +684,7 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
         journal = {}
     try:
         lms = _client(kind, assignment, late.config, secret)
-        now, pages = plan(kind, assignment, lms, late, overwrite_lms_edits, force, journal.get("done"))
+        now, pages = plan(course, kind, assignment, lms, late, overwrite_lms_edits, force, journal.get("done"))
     except StillRateLimited as err:
         raise _limited(kind, err, "Nothing was written.") from None
     except Interrupted as err:
@@ -697,7 +700,7 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
               f" --assignment {assignment} --apply writes exactly this.")
         return
     try:
-        _apply(lms, now, pages, preview_file, journal_file, journal, late.config, options)
+        _apply(course, lms, now, pages, preview_file, journal_file, journal, late.config, options)
     except StillRateLimited as err:
         raise _limited(kind, err, "What was written and read back is recorded; the same push --apply finishes the"
                                   " rest, writing nothing twice.") from None
@@ -710,7 +713,8 @@ def push(kind: str, assignment: str, apply: bool = False, overwrite_lms_edits: b
                           " back is recorded; run the same push --apply again to finish the rest.") from None
 
 
-def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, journal: dict, config: Course,
+def _apply(course: Course, lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, journal: dict,
+           config: Settings,
            options: dict) -> None:
     """Write ``now`` as its saved preview showed it; ``journal``: what earlier --apply runs wrote (push read it)."""
     kind, assignment = now.lms, now.assignment
@@ -718,7 +722,7 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
     try:
         preview = json.loads(preview_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        if _record().get(kind, {}).get(assignment):
+        if _record(course).get(kind, {}).get(assignment):
             raise CourseError(f"no preview of {assignment} for {NAMES[kind]} to apply: the last --apply finished it"
                               f" (and removed it). {again} (without --apply) shows whether anything is left to"
                               " write.") from None
@@ -751,7 +755,7 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
         raise CourseError(f"{NAMES[kind]} or the grades changed since the preview ({preview['made']}), for"
                           f" {len(changed)} student(s): {'; '.join(changed)}. Nothing was written: run {again}"
                           " again and read the new preview.")
-    record = _record()
+    record = _record(course)
     cells = record.setdefault(kind, {}).setdefault(assignment, {})
     failed, wrote = [], 0
     with tempfile.TemporaryDirectory(prefix="pm-push-") as tmp:
@@ -790,7 +794,7 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
                 step["grade"] = r.new
             except (Interrupted, KeyboardInterrupt):
                 _save_json(journal_file, journal)
-                _save_record(record)
+                _save_record(course, record)
                 raise
             except CourseError as err:
                 failed.append(f"{r.student}: {err}")
@@ -800,10 +804,10 @@ def _apply(lms, now: Plan, pages: dict, preview_file: Path, journal_file: Path, 
                 continue
             step["page"] = r.page
             cells.setdefault(r.lms_id, []).append({"grade": r.new, "page": r.page, "at": datetime.now(
-                timezone.utc).isoformat(timespec="seconds"), "exports": len(_exports(kind, assignment, r.lms_id,
-                                                                                    config))})
+                timezone.utc).isoformat(timespec="seconds"), "exports": len(_exports(course, kind, assignment,
+                                                                                    r.lms_id))})
             _save_json(journal_file, journal)
-            _save_record(record)
+            _save_record(course, record)
             wrote += 1
             print(f"  {r.student}: {r.old or '(none)'} -> {r.new}, with the comment and feedback page")
     kept = [r for r in now.rows if r.action == "kept"]
@@ -835,6 +839,6 @@ def _read_back(lms, r: Row) -> str:
                                                 f" {kept.grade or 'no grade'}, not {r.new}")
 
 
-def _save_record(record: dict) -> None:
-    _save_json(RECORD, record)
+def _save_record(course: Course, record: dict) -> None:
+    _save_json(course.pushed, record)
 

@@ -30,9 +30,11 @@ import copy
 import difflib
 import functools
 import re
+from pathlib import Path
 
 import nbformat
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Unicode
 
 from .feedback import HIDDEN  # a hidden-test region, markers included
 
@@ -104,7 +106,7 @@ def repair(nb, reference, assignment: str = "the assignment", earlier=()) -> lis
     assignment : str
         Its name, for the messages.
     earlier : sequence of NotebookNode
-        The student versions released before ``reference`` (:data:`pm_course.assignments.EARLIER`): a
+        The student versions released before ``reference`` (:attr:`pm_course.course.Course.release_history`): a
         cell whose metadata is one of theirs was changed by the instructor, not the student, and is
         noted as the source's change ("the source's points for 'why' changed from 2 to 3").
 
@@ -247,24 +249,23 @@ def _put_back(nb, reference) -> list:
     return added
 
 
-def _reference(assignment: str, notebook: str):
+def _reference(course, assignment: str, notebook: str):
     """The student version of an assignment's notebook (course/release/), else the source's cells, hidden tests out.
 
     Read once per process and version of the file (:func:`repair` never changes it).
     """
-    from .course import COURSE, exercises_dir
+    from .course import exercises_dir
 
-    released = COURSE / "release" / assignment / f"{notebook}.ipynb"
+    released = course.release / assignment / f"{notebook}.ipynb"
     path = released if released.is_file() else exercises_dir() / assignment / f"{notebook}.ipynb"
     return _read_reference(path, path.stat().st_mtime_ns)
 
 
-def _earlier(assignment: str) -> list:
+def _earlier(course, assignment: str) -> list:
     """The student versions of ``assignment`` released before the current one (newest first)."""
-    from .assignments import EARLIER
-
-    paths = sorted((EARLIER / assignment).glob("*.ipynb"), key=lambda p: p.stat().st_mtime_ns, reverse=True) \
-        if (EARLIER / assignment).is_dir() else []
+    earlier = course.release_history / assignment
+    paths = sorted(earlier.glob("*.ipynb"), key=lambda p: p.stat().st_mtime_ns, reverse=True) \
+        if earlier.is_dir() else []
     return [_read_reference(p, p.stat().st_mtime_ns) for p in paths]
 
 
@@ -280,15 +281,20 @@ class RestoreCells(Preprocessor):
     """Autograde step (before nbgrader's ``OverwriteCells``): :func:`repair` the notebook about to be graded."""
 
     enabled = True
+    # the course folder (pm_course.course.configure), whose student versions the notebook is matched to
+    course_folder = Unicode("", help="the course folder").tag(config=True)
 
     def preprocess(self, nb, resources):
+        from .course import Course
+
+        course = Course(Path(self.course_folder))
         info = resources.get("nbgrader", {})
         key = (info.get("assignment"), info.get("student"))
         NOTES.pop(key, None)
         FAILURES.pop(key, None)
         try:
-            NOTES[key] = repair(nb, _reference(info["assignment"], info["notebook"]), info["assignment"],
-                                _earlier(info["assignment"]))
+            NOTES[key] = repair(nb, _reference(course, info["assignment"], info["notebook"]), info["assignment"],
+                                _earlier(course, info["assignment"]))
         except Unmatched as err:
             FAILURES[key] = str(err)
             self.log.error("Could not match the notebook to the assignment: %s", err)

@@ -29,8 +29,8 @@ import re
 from pathlib import Path
 
 from . import state
-from .course import COURSE, CourseError, assignment_names
-from .reviews import (REVIEW, answer_parts, answer_record, awaiting, digest, graded_answers, notebook_stem,
+from .course import Course, CourseError, assignment_names
+from .reviews import (answer_parts, answer_record, awaiting, digest, graded_answers, notebook_stem,
                       open_gradebook, part_text, points_text, save_answer_record, sync, written_cells, written_totals)
 
 SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256")
@@ -57,19 +57,19 @@ def from_cell(text: str) -> str:
 
 
 # --- the review sheet and page -----------------------------------------------------------
-def _graded_students(assignment: str) -> list[str]:
-    from .grades import GRADES, read_grades
+def _graded_students(course: Course, assignment: str) -> list[str]:
+    from .grades import read_grades
 
-    return sorted(s for (s, a), r in read_grades(GRADES).items() if a == assignment and r["status"] == "graded")
+    return sorted(s for (s, a), r in read_grades(course.grades).items() if a == assignment and r["status"] == "graded")
 
 
-def sheet_rows(assignment: str) -> list[dict]:
+def sheet_rows(course: Course, assignment: str) -> list[dict]:
     """One row per graded student and written cell, with what the gradebook holds."""
     cells = written_cells(assignment)
     rows = []
-    with open_gradebook() as gradebook:
-        for student in _graded_students(assignment):
-            answers = graded_answers(assignment, student, cells) or {}
+    with open_gradebook(course) as gradebook:
+        for student in _graded_students(course, assignment):
+            answers = graded_answers(course, assignment, student, cells) or {}
             for w in cells:
                 grade = gradebook.find_grade(w["cell"], notebook_stem(assignment), assignment, student)
                 comment = gradebook.find_comment(w["cell"], notebook_stem(assignment), assignment, student)
@@ -86,16 +86,16 @@ def sheet_rows(assignment: str) -> list[dict]:
     return rows
 
 
-def _check_assignment(assignment: str) -> None:
+def _check_assignment(course: Course, assignment: str) -> None:
     if assignment not in assignment_names():
         raise CourseError(f"no assignment {assignment!r}: expected one of {', '.join(assignment_names())}")
     if not written_cells(assignment):
         raise CourseError(f"{assignment} has no written answers to review (no manually graded cell)")
-    if not _graded_students(assignment):
+    if not _graded_students(course, assignment):
         raise CourseError(f"nothing of {assignment} graded yet: run pm-course grade first")
 
 
-def write_sheet(assignment: str) -> tuple[Path, Path]:
+def write_sheet(course: Course, assignment: str) -> tuple[Path, Path]:
     """Write ``course/review/<assignment>.csv`` and ``.html``; the two files.
 
     A sheet already there whose points or comments are not in the gradebook
@@ -103,11 +103,11 @@ def write_sheet(assignment: str) -> tuple[Path, Path]:
     """
     from datetime import datetime
 
-    _check_assignment(assignment)
-    sync()
-    rows = sheet_rows(assignment)
-    REVIEW.mkdir(parents=True, exist_ok=True)
-    out = REVIEW / f"{assignment}.csv"
+    _check_assignment(course, assignment)
+    sync(course)
+    rows = sheet_rows(course, assignment)
+    course.review.mkdir(parents=True, exist_ok=True)
+    out = course.review / f"{assignment}.csv"
     if out.is_file():
         known = {(r["student_id"], r["cell"]): (r["points"], r["comment"]) for r in rows}
         try:
@@ -124,8 +124,8 @@ def write_sheet(assignment: str) -> tuple[Path, Path]:
     writer.writeheader()
     writer.writerows(rows)
     state.write_text(out, buffer.getvalue(), "utf-8-sig")  # the BOM: spreadsheets then read UTF-8
-    page = REVIEW / f"{assignment}.html"
-    state.write_text(page, review_page(assignment, rows))
+    page = course.review / f"{assignment}.html"
+    state.write_text(page, review_page(course, assignment, rows))
     waiting = sum(r["points"] == "" for r in rows)
     print(f"Review sheet: {out} ({len(rows)} answers, {waiting} awaiting review): fill in points (and comments),"
           f" then pm-course review {assignment} --apply {out}")
@@ -240,7 +240,7 @@ def _answer_html(parts: list | None, w: dict, text: str) -> str:
     return f"<div class=\"answer\">{split}{''.join(shown)}</div>{_as_written(text)}"
 
 
-def review_page(assignment: str, rows: list[dict]) -> str:
+def review_page(course: Course, assignment: str, rows: list[dict]) -> str:
     """A self-contained page (no script, no file beside it): each written cell's prompt, model answer and answers.
 
     Maths is typeset as MathML and pasted pictures shown inline, as in the
@@ -282,7 +282,7 @@ def review_page(assignment: str, rows: list[dict]) -> str:
             if r["comment"]:
                 status += f" &mdash; {e(from_cell(r['comment']))}"
             if r["student_id"] not in parts_of:
-                parts_of[r["student_id"]] = answer_parts(assignment, r["student_id"], cells)
+                parts_of[r["student_id"]] = answer_parts(course, assignment, r["student_id"], cells)
             found = parts_of[r["student_id"]]
             answer = _answer_html(None if found is None else found.get(w["cell"]), w, from_cell(r["answer"]))
             parts.append(f"<article aria-label=\"{e(r['student_id'])}, {e(w['cell'])}\">\n"
@@ -313,7 +313,7 @@ def _read_sheet(path: Path) -> tuple[list[str], list[dict]]:
     return columns, list(reader)
 
 
-def apply(assignment: str, path: Path) -> int:
+def apply(course: Course, assignment: str, path: Path) -> int:
     """Record a filled-in review sheet's points and comments as nbgrader manual grades; how many were recorded.
 
     Every row is checked first (known student and cell, points a number from 0
@@ -321,10 +321,10 @@ def apply(assignment: str, path: Path) -> int:
     graded): any problem stops it with the file, row and column named, and
     nothing is recorded.
     """
-    _check_assignment(assignment)
+    _check_assignment(course, assignment)
     columns, rows = _read_sheet(path)
     cells = {w["cell"]: w for w in written_cells(assignment)}
-    students = set(_graded_students(assignment))
+    students = set(_graded_students(course, assignment))
     problems, todo, seen = [], [], {}
     answers: dict[str, dict | None] = {}
     for number, row in enumerate(rows, start=2):  # row 1 is the header, as a spreadsheet counts
@@ -354,7 +354,7 @@ def apply(assignment: str, path: Path) -> int:
             bad.append(f"columns student_id, cell: {student} {cell} is also on row {seen[student, cell]}")
         if not bad and (raw or comment):
             if student not in answers:
-                answers[student] = graded_answers(assignment, student, list(cells.values()))
+                answers[student] = graded_answers(course, assignment, student, list(cells.values()))
             now = (answers[student] or {}).get(cell, "")
             given = (row.get("answer_sha256") or "").strip()
             if not given and "answer" in columns:
@@ -373,7 +373,7 @@ def apply(assignment: str, path: Path) -> int:
     if problems:
         shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
         raise CourseError("Nothing was applied: the review sheet has problems:\n  " + "\n  ".join(shown))
-    with open_gradebook() as gradebook:
+    with open_gradebook(course) as gradebook:
         for student, cell, points, comment in todo:
             grade = gradebook.find_grade(cell, notebook_stem(assignment), assignment, student)
             if points is not None:
@@ -383,47 +383,46 @@ def apply(assignment: str, path: Path) -> int:
             note.manual_comment = comment or None
         gradebook.db.commit()
     for student in sorted({t[0] for t in todo}):  # the review refers to the answer graded last: record its hash
-        record = answer_record(assignment, student)
-        now = answers.get(student) or graded_answers(assignment, student, list(cells.values())) or {}
+        record = answer_record(course, assignment, student)
+        now = answers.get(student) or graded_answers(course, assignment, student, list(cells.values())) or {}
         for s, cell, points, _ in todo:
             if s == student:
                 record[cell] = {**record.get(cell, {}), "sha256": digest(now.get(cell, "")),
                                 "points": cells[cell]["points"],  # reviewed out of these: a source change tells
                                 **({"reviewed": points} if points is not None else {})}
-        save_answer_record(assignment, student, record)
+        save_answer_record(course, assignment, student, record)
     scored = sum(t[2] is not None for t in todo)
     print(f"Recorded {scored} scores and {sum(bool(t[3]) for t in todo)} comments of {assignment} from {path}"
           " in the gradebook.")
-    changed = sync()
+    changed = sync(course)
     print(f"grades.csv: {len(changed)} row(s) updated; the feedback pages of those students were made again.")
     return len(todo)
 
 
 # --- pm-course status --------------------------------------------------------------------
-def status(update: bool = True) -> str:
+def status(course: Course, update: bool = True) -> str:
     """Per assignment collected: submissions, graded, could not be graded, answers awaiting review.
 
     With ``update`` (the course folder's lock held), grades.csv and the pages are first brought up to date
     with reviews entered since (:func:`sync`); without it, nothing is written and those rows show as out of date.
     """
     from . import submissions as submissions_mod
-    from .grades import GRADES, read_grades
-
+    from .grades import read_grades
     from .pages import is_test_student
 
-    entries = submissions_mod.read_manifest(submissions_mod.MANIFEST_FILE)
+    entries = submissions_mod.read_manifest(course.manifest)
     if not entries:
-        raise CourseError(f"nothing collected yet ({submissions_mod.MANIFEST_FILE} is missing): run pm-course"
+        raise CourseError(f"nothing collected yet ({course.manifest} is missing): run pm-course"
                           " collect first")
     entries = [e for e in entries if not is_test_student(e)]  # Canvas's test student: collected, never counted
     if update:
-        sync()
-    rows = read_grades(GRADES)
+        sync(course)
+    rows = read_grades(course.grades)
     collected = sorted({e.assignment for e in entries})
     head = ("assignment", "submissions", "graded", "could not be graded", "not graded yet", "awaiting review")
     table = [head]
     waiting_total = 0
-    gradebook = open_gradebook() if (COURSE / "gradebook.db").is_file() else None
+    gradebook = open_gradebook(course) if course.gradebook.is_file() else None
     try:
         for a in collected:
             mine = [e for e in entries if e.assignment == a and e.status != submissions_mod.MISSING]
@@ -446,16 +445,16 @@ def status(update: bool = True) -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in table]
     if waiting_total:
         lines.append(f"{waiting_total} written answer(s) await review: pm-course review ASSIGNMENT writes the sheet.")
-    lines += _out_of_date(rows, entries)
+    lines += _out_of_date(course, rows, entries)
     return "\n".join(lines)
 
 
-def _out_of_date(rows: dict, entries: list) -> list[str]:
+def _out_of_date(course: Course, rows: dict, entries: list) -> list[str]:
     """The lines of status that list, per assignment, what is not graded and what is out of date."""
     from . import fingerprints
     from . import submissions as submissions_mod
 
-    found = fingerprints.stale(rows, {(e.student, e.assignment): e for e in entries})
+    found = fingerprints.stale(course, rows, {(e.student, e.assignment): e for e in entries})
     lines = []
     unfinished = sorted((k, r["reason"] or r["status"]) for k, r in rows.items()
                         if r.get("status") in (submissions_mod.NOT_YET, submissions_mod.MACHINE))

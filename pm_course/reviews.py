@@ -20,11 +20,9 @@ import re
 from pathlib import Path
 
 from . import fingerprints, state
-from .course import COURSE, api, expected_notebooks, source_hash, source_notebook
-from .grades import GRADES, read_grades, write_grades
+from .course import Course, api, expected_notebooks, source_hash, source_notebook
+from .grades import read_grades, write_grades
 from .submissions import GRADED
-
-REVIEW = COURSE / "review"
 STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's place in the student version
 SOLUTION = re.compile(r"^[^\n]*### BEGIN SOLUTION[^\n]*\n?(.*?)^[^\n]*### END SOLUTION[^\n]*$", re.S | re.M)
 
@@ -85,7 +83,8 @@ def _plain(text: str) -> str:
     return " ".join(text.split())
 
 
-def answer_parts(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, list] | None:
+def answer_parts(course: Course, assignment: str, student: str, cells: list[dict] | None = None
+                 ) -> dict[str, list] | None:
     """{cell: the notebook cells its answer is made of} in the notebook graded last (None when there is none).
 
     An answer is its written cell and the markdown cells the student added below
@@ -97,7 +96,7 @@ def answer_parts(assignment: str, student: str, cells: list[dict] | None = None)
     import nbformat
 
     cells = written_cells(assignment) if cells is None else cells
-    path = COURSE / "autograded" / student / assignment / expected_notebooks()[assignment]
+    path = course.autograded / student / assignment / expected_notebooks()[assignment]
     if not path.is_file():
         return None
     nb = nbformat.read(path, as_version=4)
@@ -124,14 +123,15 @@ def part_text(cell, index: int, prefix: str) -> str:
     return answer_text(cell.source, prefix if index == 0 else "")
 
 
-def graded_answers(assignment: str, student: str, cells: list[dict] | None = None) -> dict[str, str] | None:
+def graded_answers(course: Course, assignment: str, student: str, cells: list[dict] | None = None
+                   ) -> dict[str, str] | None:
     """{cell: answer} in the notebook that was graded last (None when there is none).
 
     An answer split over several cells (:func:`answer_parts`) is their texts, a
     blank line between; a deleted answer cell is "".
     """
     cells = written_cells(assignment) if cells is None else cells
-    parts = answer_parts(assignment, student, cells)
+    parts = answer_parts(course, assignment, student, cells)
     if parts is None:
         return None
     out = {}
@@ -141,25 +141,25 @@ def graded_answers(assignment: str, student: str, cells: list[dict] | None = Non
     return out
 
 
-def record_path(assignment: str, student: str) -> Path:
-    return REVIEW / "answers" / assignment / f"{student}.json"
+def record_path(course: Course, assignment: str, student: str) -> Path:
+    return course.review / "answers" / assignment / f"{student}.json"
 
 
-def answer_record(assignment: str, student: str) -> dict:
-    path = record_path(assignment, student)
+def answer_record(course: Course, assignment: str, student: str) -> dict:
+    path = record_path(course, assignment, student)
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def save_answer_record(assignment: str, student: str, record: dict) -> None:
-    path = record_path(assignment, student)
+def save_answer_record(course: Course, assignment: str, student: str, record: dict) -> None:
+    path = record_path(course, assignment, student)
     state.write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 # --- the gradebook ---------------------------------------------------------------------
-def open_gradebook():
+def open_gradebook(course: Course):
     from nbgrader.api import Gradebook
 
-    coursedir = api().coursedir
+    coursedir = api(course).coursedir
     return Gradebook(coursedir.db_url, coursedir.course_id)
 
 
@@ -203,7 +203,7 @@ def points_text(x: float) -> str:
 
 
 # --- after each grading: keep a review while its answer stands ---------------------------
-def after_grading(entries, rescale: bool = False) -> list[str]:
+def after_grading(course: Course, entries, rescale: bool = False) -> list[str]:
     """Keep the reviews of unchanged answers and clear those whose answer changed; what was cleared.
 
     Runs after nbgrader's autograde of ``entries`` (those graded, in this
@@ -227,13 +227,13 @@ def after_grading(entries, rescale: bool = False) -> list[str]:
         cells = written_cells(assignment)
         if not cells:
             continue
-        with open_gradebook() as gradebook:
+        with open_gradebook(course) as gradebook:
             for e in group:
-                answers = graded_answers(assignment, e.student, cells)
+                answers = graded_answers(course, assignment, e.student, cells)
                 if answers is None:
                     continue
-                parts = answer_parts(assignment, e.student, cells)
-                record = answer_record(assignment, e.student)
+                parts = answer_parts(course, assignment, e.student, cells)
+                record = answer_record(course, assignment, e.student)
                 for w in cells:
                     grade = gradebook.find_grade(w["cell"], notebook_stem(assignment), assignment, e.student)
                     if grade.manual_score is None:
@@ -283,7 +283,7 @@ def after_grading(entries, rescale: bool = False) -> list[str]:
                             continue
                         grade.needs_manual_grade = False  # the same answer: its review stands
                     record[w["cell"]] = {**record.get(w["cell"], {}), "sha256": now, "points": w["points"]}
-                save_answer_record(assignment, e.student, record)
+                save_answer_record(course, assignment, e.student, record)
             gradebook.db.commit()
     if rescaled and rescale:
         print(f"Written answers whose points changed in the source: their reviews rescaled ({len(rescaled)};"
@@ -292,20 +292,20 @@ def after_grading(entries, rescale: bool = False) -> list[str]:
         print(f"Written answers changed since they were reviewed: their points are cleared and they await review"
               f" again ({len(cleared)}; pm-course review ASSIGNMENT):\n  " + "\n  ".join(cleared))
         for e in {(e.student, e.assignment): e for e in redo}.values():
-            api().generate_feedback(e.assignment, e.student, force=True)
+            api(course).generate_feedback(e.assignment, e.student, force=True)
     return cleared
 
 
-def annotate(rows: dict) -> None:
+def annotate(course: Course, rows: dict) -> None:
     """Fill grades.csv's rows (by (student, assignment)) with the gradebook's score and written-answer totals.
 
     Only graded rows are read; the score is the gradebook's (autograded plus
     reviewed points, whoever entered them: this command or the formgrader).
     """
     graded = sorted({a for (_, a), r in rows.items() if r.get("status") == "graded"})
-    if not graded or not (COURSE / "gradebook.db").is_file():
+    if not graded or not course.gradebook.is_file():
         return
-    with open_gradebook() as gradebook:
+    with open_gradebook(course) as gradebook:
         for assignment in graded:
             totals = written_totals(gradebook, assignment)
             scores = {d["student"]: d["score"] for d in gradebook.submission_dicts(assignment)}
@@ -346,18 +346,15 @@ def reviewed_reason(reason: str, full: bool, got: float, most: float) -> str:
     return "; ".join(kept)
 
 
-SYNCED = COURSE / "synced.json"  # the files grades.csv was last brought up to date with, by their hashes
-
-
-def _synced_with(rows: dict) -> dict:
+def _synced_with(course: Course, rows: dict) -> dict:
     """What :func:`annotate` reads besides grades.csv, by hash: the gradebook's bytes and the sources of
     the assignments graded. Taken before the gradebook is read: a review saved meanwhile changes the bytes."""
-    db, known = COURSE / "gradebook.db", expected_notebooks()  # an assignment since removed: no source to read
+    db, known = course.gradebook, expected_notebooks()  # an assignment since removed: no source to read
     return {"gradebook": fingerprints.digest(db),
             "sources": {a: source_hash(a) if a in known else None for a in sorted({a for _, a in rows})}}
 
 
-def sync() -> list[tuple[str, str]]:
+def sync(course: Course) -> list[tuple[str, str]]:
     """Bring grades.csv up to date with the gradebook (reviews applied here or in the formgrader).
 
     Rows whose score or written totals changed are rewritten, and their
@@ -366,27 +363,29 @@ def sync() -> list[tuple[str, str]]:
     last sync left (``course/synced.json``), nothing can have changed: the
     gradebook is not opened (nor nbgrader loaded, about two seconds).
     """
-    rows = read_grades(GRADES)
+    rows = read_grades(course.grades)
     if not rows:
         return []
-    inputs = _synced_with(rows)
+    inputs = _synced_with(course, rows)
     try:
-        if json.loads(SYNCED.read_text(encoding="utf-8")) == {**inputs, "grades": fingerprints.digest(GRADES)}:
+        if json.loads(course.synced.read_text(encoding="utf-8")) == {**inputs,
+                                                                     "grades": fingerprints.digest(course.grades)}:
             return []
     except (OSError, ValueError):  # none yet, or unreadable: read the gradebook
         pass
     before = {k: dict(v) for k, v in rows.items()}
-    annotate(rows)
+    annotate(course, rows)
     changed = [k for k in sorted(rows) if rows[k] != before[k]]
     rescored = [k for k in changed if before[k]["score"] != rows[k]["score"]]
     # the pages first, grades.csv last, printing after both: a command stopped in between (a closed pipe, a
     # kill) leaves grades.csv as before, so the next one finds the same rows changed and finishes the work
     for student, assignment in rescored:
-        api().generate_feedback(assignment, student, force=True)
+        api(course).generate_feedback(assignment, student, force=True)
     if changed:
-        write_grades(rows, GRADES)
-        print(f"{GRADES.name}: brought up to date with the gradebook (written answers reviewed since):")
+        write_grades(rows, course.grades)
+        print(f"{course.grades.name}: brought up to date with the gradebook (written answers reviewed since):")
         for key in rescored:
             print(f"  {key[0]}/{key[1]}: {before[key]['score']} -> {rows[key]['score']}/{rows[key]['max_score']}")
-    state.write_text(SYNCED, json.dumps({**inputs, "grades": fingerprints.digest(GRADES)}, sort_keys=True) + "\n")
+    state.write_text(course.synced, json.dumps({**inputs, "grades": fingerprints.digest(course.grades)}, sort_keys=True)
+                     + "\n")
     return changed

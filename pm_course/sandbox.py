@@ -81,7 +81,6 @@ import traitlets
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MEMORY, DEFAULT_CPU = "2G", "120"
 
 
@@ -338,16 +337,21 @@ def last_resort() -> str:
             " use it only for work you trust.")
 
 
-@functools.cache
 def _probe() -> tuple[bool, str]:
     """(whether bubblewrap and prlimit work here, what went wrong when they do not)."""
-    missing = [tool for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux")) if not shutil.which(tool)]
+    return _probe_tools(shutil.which("bwrap"), shutil.which("prlimit"))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe_tools(bwrap: str | None, prlimit: str | None) -> tuple[bool, str]:
+    """:func:`_probe` of these two programs: run once per process and pair, not once per kernel."""
+    missing = [tool for tool, found in (("bwrap", bwrap), ("prlimit", prlimit)) if not found]
     if missing:
         return False, ("not installed: " + " and ".join(missing) + " (the Debian packages bubblewrap and util-linux;"
                        " make install and make grade install them as root)")
     try:
-        probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
-                                "prlimit", "--as=1073741824", "--", "true"], capture_output=True, text=True,
+        probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
+                                prlimit, "--as=1073741824", "--", "true"], capture_output=True, text=True,
                                timeout=60)
     except (OSError, subprocess.TimeoutExpired) as err:
         return False, f"bwrap could not be run: {err}"
@@ -541,21 +545,19 @@ def probes_dir(runtime: Path) -> Path:
     return folder
 
 
-def course_dir() -> Path:
-    """The course folder (:data:`pm_course.course.COURSE`), resolved."""
-    return Path(os.environ.get("PM_COURSE_DIR", ROOT / "course")).resolve()
-
-
-def graded_copy(work: Path) -> tuple[str, str] | None:
-    """(student, assignment) when ``work`` is nbgrader's folder for a graded notebook."""
+def graded_copy(work: Path, course: Path | None) -> tuple[str, str] | None:
+    """(student, assignment) when ``work`` is nbgrader's folder for a graded notebook of the course folder
+    ``course`` (None: no course, no graded notebook)."""
+    if not course:
+        return None
     try:
-        student, assignment = work.resolve().relative_to(course_dir() / "autograded").parts[:2]
+        student, assignment = work.resolve().relative_to(Path(course) / "autograded").parts[:2]
     except ValueError:
         return None
     return student, assignment
 
 
-def scratch_for(work: Path, runtime: Path) -> Path:
+def scratch_for(work: Path, runtime: Path, course: Path | None = None) -> Path:
     """A private copy of what the student handed in, mounted where the kernel runs.
 
     nbgrader runs a notebook in its graded copy's folder, and that copy already
@@ -564,8 +566,8 @@ def scratch_for(work: Path, runtime: Path) -> Path:
     writes there is thrown away with the sandbox.
     """
     scratch = runtime / "work"
-    graded = graded_copy(work)  # None: not a graded notebook (a test, say): an empty folder
-    submitted = course_dir() / "submitted" / graded[0] / graded[1] if graded else None
+    graded = graded_copy(work, course)  # None: not a graded notebook (a test, say): an empty folder
+    submitted = Path(course) / "submitted" / graded[0] / graded[1] if graded else None
     if submitted and submitted.is_dir():
         shutil.copytree(submitted, scratch, symlinks=True)
     else:
@@ -679,14 +681,15 @@ def unconfined_limit_argv() -> list[str]:
     return [sys.executable, "-c", _SETRLIMIT, str(nbytes), str(cpu), "0", str(nbytes)]
 
 
-def bwrap_argv(work: Path, runtime: Path) -> list[str]:
+def bwrap_argv(work: Path, runtime: Path, course: Path | None = None) -> list[str]:
     """The bubblewrap command line that confines a kernel: :func:`root_argv`'s allow-list, a private copy
-    of the student's files at :data:`SANDBOX_HOME` (from nbgrader's folder ``work``), its socket folder
+    of the student's files at :data:`SANDBOX_HOME` (from nbgrader's folder ``work`` in the course folder
+    ``course``), its socket folder
     ``runtime``; no network, its own process, IPC and host-name namespaces; the sandbox's user; the limits."""
     # bwrap found on the grader's PATH: the kernel's own (kernel_environment) is the sandbox's
     argv = [shutil.which("bwrap") or "bwrap", *root_argv(runtime)]
     startup = output_cap(runtime).parent
-    argv += ["--bind", str(scratch_for(work, runtime)), SANDBOX_HOME, "--bind", str(runtime), str(runtime),
+    argv += ["--bind", str(scratch_for(work, runtime, course)), SANDBOX_HOME, "--bind", str(runtime), str(runtime),
              "--ro-bind", str(startup), str(startup),
              "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
              "--die-with-parent",
@@ -698,7 +701,7 @@ def bwrap_argv(work: Path, runtime: Path) -> list[str]:
     return argv + ["--chdir", SANDBOX_HOME, *as_student_argv(), *limit_argv()]
 
 
-def unconfined(work: Path, runtime: Path) -> tuple[list[str], str, dict[str, str]]:
+def unconfined(work: Path, runtime: Path, course: Path | None = None) -> tuple[list[str], str, dict[str, str]]:
     """Without a sandbox: (the command prefix, the working folder, the environment added) for a kernel.
 
     The same as in the sandbox but for the confinement itself: the kernel runs
@@ -707,7 +710,7 @@ def unconfined(work: Path, runtime: Path) -> tuple[list[str], str, dict[str, str
     grader reads them. Only the namespaces and the hidden folders are missing.
     """
     output_cap(runtime)
-    scratch = scratch_for(work, runtime)
+    scratch = scratch_for(work, runtime, course)
     (runtime / "ipython").mkdir(exist_ok=True)
     return unconfined_limit_argv(), str(scratch), kernel_settings(runtime, home=scratch, ipython=str(runtime / "ipython"))
 
@@ -789,7 +792,8 @@ class Template:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _close_template() -> None:
+def close_template() -> None:
+    """Stop this process's warm template, if it has one (the next kernel starts another)."""
     template = Template._by_pid.pop(os.getpid(), None)
     if template:
         template.close()
@@ -797,7 +801,7 @@ def _close_template() -> None:
 
 import atexit  # noqa: E402
 
-atexit.register(_close_template)
+atexit.register(close_template)
 
 
 # what went wrong with each kernel this process could not start (a sandbox that failed, a kernel that never
@@ -865,6 +869,10 @@ class SandboxKernelManager(AsyncKernelManager):
     loopback does not cross into a new network namespace).
     """
 
+    # the course folder whose notebooks it runs (pm_course.course.configure): the student's files are copied
+    # from it into the sandbox, and the probes are kept in it
+    course_folder = traitlets.Unicode("", help="the course folder").tag(config=True)
+
     @traitlets.default("client_factory")
     def _client_factory_default(self):
         return SandboxKernelClient
@@ -917,11 +925,11 @@ class SandboxKernelManager(AsyncKernelManager):
         kernel = cmd + [f"--IPKernelApp.exec_files={self._runtime / 'startup' / 'output_cap.py'}"]
         if not works():
             check(announce=False)  # exits unless the unconfined mode was asked for
-            argv, self._unconfined_cwd, self._unconfined_env = unconfined(work, self._runtime)
+            argv, self._unconfined_cwd, self._unconfined_env = unconfined(work, self._runtime, self.course_folder or None)
             self._warm = False
             argv = argv + kernel
         else:
-            argv = bwrap_argv(work, self._runtime)
+            argv = bwrap_argv(work, self._runtime, self.course_folder or None)
             self._warm = getattr(self, "_warm", False) and "ipykernel_launcher" in kernel
         self._cgroups = make_cgroup(self._runtime.name) + make_cpu_cgroup(self._runtime.name)
         if self._warm:
@@ -981,11 +989,11 @@ class SandboxKernelManager(AsyncKernelManager):
             self.context.destroy(linger=0)
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_runtime", None):
-            graded = graded_copy(Path(self._launch_args.get("cwd") or "."))
+            graded = graded_copy(Path(self._launch_args.get("cwd") or "."), self.course_folder or None)
             if graded and (self._runtime / "probes").is_dir():  # kept for pm_course/hidden.py; added to
                 # what earlier kernels of the same notebook probed (a kernel made again after a cell was
                 # stopped: pm_course/limits.py); the grader empties the folder before the notebook runs
-                keep = course_dir() / "probes" / graded[0] / graded[1]
+                keep = Path(self.course_folder) / "probes" / graded[0] / graded[1]
                 shutil.copytree(self._runtime / "probes", keep, dirs_exist_ok=True)
             if getattr(self, "_stderr", None):
                 self._stderr.close()

@@ -24,10 +24,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from .course import COURSE, CourseError
-
-LOCK = COURSE / ".lock"
-HOLDER = COURSE / ".lock-holder"
+from .course import Course, CourseError
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
@@ -57,20 +54,22 @@ def write_text(path: Path, text: str, encoding: str = "utf-8") -> Path:
     return write_bytes(path, text.encode(encoding))
 
 
-def holder() -> str:
+def holder(course: Course) -> str:
     """Who holds the course folder's lock, as :func:`lock` wrote it ("" when unknown)."""
     try:
-        return HOLDER.read_text(encoding="utf-8").strip()
+        return course.holder.read_text(encoding="utf-8").strip()
     except OSError:
         return ""
 
 
 @contextlib.contextmanager
-def lock(command: str, wait: bool = True, poll: float = 0.2):
+def lock(course: Course, command: str, wait: bool = True, poll: float = 0.2):
     """Hold the course folder's exclusive lock while the block runs.
 
     Parameters
     ----------
+    course : Course
+        The course whose folder it locks.
     command : str
         What holds it (``pm-course grade``), for the message a second writer reads.
     wait : bool
@@ -81,27 +80,27 @@ def lock(command: str, wait: bool = True, poll: float = 0.2):
     CourseError
         With ``wait=False``, when another command holds the lock (naming it).
     """
-    COURSE.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    course.folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(course.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            who = holder() or "another pm-course command"
+            who = holder(course) or "another pm-course command"
             if not wait:
-                raise CourseError(f"the course folder {COURSE} is in use by {who}; nothing was changed. Run this"
+                raise CourseError(f"the course folder {course.folder} is in use by {who}; nothing was changed. Run this"
                                   " again when it has finished (without --no-wait, it waits).") from None
-            print(f"Waiting for the course folder {COURSE}: in use by {who} ...", file=sys.stderr, flush=True)
+            print(f"Waiting for the course folder {course.folder}: in use by {who} ...", file=sys.stderr, flush=True)
             started = time.monotonic()
             fcntl.flock(fd, fcntl.LOCK_EX)
             print(f"... the course folder is free (waited {time.monotonic() - started:.0f} s).", file=sys.stderr,
                   flush=True)
         with contextlib.suppress(OSError):  # a full disk: the lock holds all the same, unnamed
-            write_text(HOLDER, f"{command} (process {os.getpid()}, since {datetime.now():%Y-%m-%d %H:%M:%S})\n")
+            write_text(course.holder, f"{command} (process {os.getpid()}, since {datetime.now():%Y-%m-%d %H:%M:%S})\n")
         try:
             yield
         finally:
             with contextlib.suppress(OSError):
-                HOLDER.unlink()
+                course.holder.unlink()
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -20,11 +20,9 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .course import COURSE
 from .state import write_text
 
 GRADED, MISSING, FAILED = "graded", "not submitted", "could not be graded"
-MANIFEST_FILE = COURSE / "submissions.csv"        # what collect found, what every other step reads
 NOT_YET = "not graded yet"                            # collected, not graded (new, or grading was interrupted)
 MACHINE = "not graded (machine error)"                # the machine failed (full disk, database, sandbox): retried
 

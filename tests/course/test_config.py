@@ -94,7 +94,7 @@ def test_days_late_count_from_each_assignments_due_date_and_each_students_extens
     # Moodle's worksheet gives its time in words
     assert late.apply(_entry("ada_1", "02_averaging", "Wednesday, 5 March 2025, 10:00 AM"))[0] == 3.2
     # --due for one run replaces the course file's date of that assignment only
-    given = Late.of(10, [("02_averaging", datetime(2025, 3, 6, 23, 59))])
+    given = Late.of(config.Settings(), 10, [("02_averaging", datetime(2025, 3, 6, 23, 59))])
     assert given.apply(week1) == (4.0, "")
     # with no due date, work the LMS marked late is marked late, and its days are not guessed
     assert Late(10).apply(week1) == (4.0, "late (marked late by the folder; no due date for 02_averaging); no"

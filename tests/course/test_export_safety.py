@@ -265,7 +265,7 @@ def test_moodle_s_on_time_status_is_never_penalised_by_an_earlier_due_date_here(
     whose due date is earlier would penalise work the student was told came on time. Refused, naming it."""
     from datetime import datetime
 
-    from pm_course.config import Course
+    from pm_course.config import Settings
     from pm_course.course import CourseError
     from pm_course.export import Late
     from pm_course.submissions import Entry
@@ -276,10 +276,10 @@ def test_moodle_s_on_time_status_is_never_penalised_by_an_earlier_due_date_here(
         e.score, e.max_score = 3.0, 3.0
         return e
 
-    late = Late(10.0, {"03_subspace": datetime(2025, 3, 2, 23, 59)}, Course())
+    late = Late(10.0, {"03_subspace": datetime(2025, 3, 2, 23, 59)}, Settings())
     with pytest.raises(CourseError, match=r"Moodle's worksheet says 1 submission\(s\) came on time .*"
                                           r"nunezjose_201/03_subspace \(submitted 2025-03-03 09:00, --due due"):
         late.check([entry(late=False)])
     late.check([entry(late=True)])  # Moodle says late too: the penalty is computed as before
     assert late.apply(entry(late=True))[0] == 2.7
-    Late(None, {"03_subspace": datetime(2025, 3, 2, 23, 59)}, Course()).check([entry(late=False)])  # no penalty
+    Late(None, {"03_subspace": datetime(2025, 3, 2, 23, 59)}, Settings()).check([entry(late=False)])  # no penalty

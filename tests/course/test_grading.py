@@ -531,7 +531,7 @@ def test_the_gradebook_engine_is_made_once_per_process(tmp_path):
     code = """
 from pm_course import course
 from nbgrader.api import Gradebook
-url = course.api().coursedir.db_url
+url = course.api(course.Course(course.default_folder())).coursedir.db_url
 with Gradebook(url) as first:
     first.add_student("ada")
 with Gradebook(url) as second:
@@ -563,7 +563,7 @@ from nbgrader.api import Gradebook
 def refuse(*args, **kwargs):
     raise AssertionError(f"a command was run: {args}")
 subprocess.check_output = subprocess.run = subprocess.Popen = refuse
-url = course.api().coursedir.db_url
+url = course.api(course.Course(course.default_folder())).coursedir.db_url
 with Gradebook(url):
     pass
 print(sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]).execute("select version_num from alembic_version").fetchall())

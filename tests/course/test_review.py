@@ -310,9 +310,11 @@ def test_the_gradebook_is_read_again_only_when_it_changed(graded, tmp_path):
 def test_a_row_of_an_assignment_since_removed_does_not_stop_sync(tmp_path):
     """grades.csv may keep rows of an assignment no longer in exercises/ (export and its checks skip them):
     sync records what it read without a source for it, and leaves the rows as they are."""
-    code = ("from pm_course.grades import GRADES, write_grades\nfrom pm_course import reviews\n"
+    code = ("from pm_course.course import Course, default_folder\nfrom pm_course.grades import write_grades\n"
+            "from pm_course import reviews\ncourse = Course(default_folder())\n"
             "rows = {('ann_1', '99_removed'): {'student_id': 'ann_1', 'assignment': '99_removed',"
-            " 'status': 'not submitted'}}\nwrite_grades(rows, GRADES)\nprint(reviews.sync(), reviews.sync())")
+            " 'status': 'not submitted'}}\nwrite_grades(rows, course.grades)\n"
+            "print(reviews.sync(course), reviews.sync(course))")
     env = dict(os.environ, PM_COURSE_DIR=str(tmp_path / "course"))
     (tmp_path / "course").mkdir()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -147,11 +147,11 @@ def test_a_kernel_sees_no_decoy_no_secret_and_is_not_root(tmp_path, monkeypatch,
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PM_GRADE_WARM", warm)
     if warm == "1":  # this process's template, started now with the secrets in its environment
-        sandbox._close_template()
+        sandbox.close_template()
     monkeypatch.setenv("PM_GRADE_CELL_CPU", "120")
     out, _ = run_in_sandbox(tmp_path, snoop(decoys))
     assert_contained(out)
-    sandbox._close_template()  # (a later test's template starts without the secrets)
+    sandbox.close_template()  # (a later test's template starts without the secrets)
 
 
 def test_a_graded_page_shows_no_secret_and_no_host_path(tmp_path, decoys):
