@@ -442,6 +442,9 @@ class _CompiledTemplates(jinja2.BytecodeCache):
     def dump_bytecode(self, bucket):
         self._code[bucket.key] = bucket.bytecode_to_string()
 
+    def clear(self):
+        self._code.clear()
+
 
 COMPILED = _CompiledTemplates()
 

@@ -1,42 +1,42 @@
-"""``subprocess.run`` for the tests, with ``python -m pm_course ARGS`` run in a fork of a warm Python.
+"""``subprocess.run`` for the tests, with ``python -m pm_course ARGS`` run in this process.
 
-The course tests start a few hundred pm-course commands. Each new Python spent
+The course tests start a few hundred pm-course commands, and a new Python spent
 about 2.5 s of CPU importing nbgrader, nbconvert and SQLAlchemy before the
-command began: more than most commands' own work. :func:`run` takes the same
-arguments as :func:`subprocess.run` and gives the same result; a command line
-``[sys.executable, "-m", "pm_course", ...]`` is run by a server process
-(``pm_server.py``, one per test process) that imported those modules once and
-forks for each command. The fork is a whole process of its own: its own
-folder, environment, files, exit status and interpreter exit; pm_course itself
-is imported afresh in it. What only a new interpreter can do is left to one:
-an environment that changes how Python starts (``PYTHONPATH`` and the rest of
-``PYTHON*``), a second command while one runs, and every other command line.
+command began. As nbgrader's own tests run nbgrader (``run_nbgrader``), a
+command line ``[sys.executable, "-m", "pm_course", ...]`` is run here by
+:func:`pm_course.cli.main`: the course is an object the command makes from its
+arguments and the environment it is given, so nothing of an earlier command is
+left in the modules. :func:`run` takes :func:`subprocess.run`'s arguments and
+gives its result: the environment, working folder and standard input are the
+command's while it runs, its standard output and error (Python's and its child
+processes') are captured at the file descriptors, ``SystemExit`` is its exit
+status and an uncaught exception its traceback and status 1, and a timeout
+raises :class:`subprocess.TimeoutExpired` in the command. Then the process is
+put back as it was: environment, folder, time zone, streams, signal handlers,
+logging handlers and warning filters (tests/course/test_pm_helper.py checks it).
+What only a new interpreter can do is left to one: an environment that changes
+how Python starts (``PYTHONPATH`` and the rest of ``PYTHON*``), a command run
+from a thread other than the main one or while another runs, and every other
+command line.
 """
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import locale
+import logging
 import os
-import socket
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
+import time
+import traceback
+import warnings
 
-SERVER = Path(__file__).with_name("pm_server.py")
 _lock = threading.Lock()
-_server: dict = {}
-forked = 0  # commands run in a fork of the server (tests/course/test_pm_helper.py counts them)
-
-
-def _start() -> dict:
-    ours, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, str(SERVER), str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("PM_")})
-    theirs.close()
-    return {"proc": proc, "sock": ours, "channel": ours.makefile("rwb"), "env": dict(os.environ)}
+here = 0  # commands run in this process (tests/course/test_pm_helper.py counts them)
 
 
 def _python(env) -> dict:
@@ -46,16 +46,15 @@ def _python(env) -> dict:
 
 def run(cmd, *, env=None, cwd=None, capture_output=False, text=False, timeout=None, input=None, check=False,
         **kwargs) -> subprocess.CompletedProcess:
-    """:func:`subprocess.run`, with pm-course's command lines run in a fork of the warm server."""
+    """:func:`subprocess.run`, with pm-course's command lines run in this process by :func:`pm_course.cli.main`."""
     if kwargs.get("stdin") == subprocess.DEVNULL and input is None:
-        kwargs.pop("stdin")  # what the fork reads anyway: an empty file
+        kwargs.pop("stdin")  # what the command reads anyway: an empty file
     ours = [str(c) for c in cmd[:3]] == [sys.executable, "-m", "pm_course"] and not kwargs
-    if ours and _lock.acquire(blocking=False):
+    if (ours and threading.current_thread() is threading.main_thread()
+            and _python(env if env is not None else os.environ) == _python(os.environ)
+            and _lock.acquire(blocking=False)):
         try:
-            if not _server or _server["proc"].poll() is not None:
-                _server.update(_start())
-            if _python(env if env is not None else os.environ) == _python(_server["env"]):
-                return _run(cmd, env, cwd, capture_output, text, timeout, input, check)
+            return _run(cmd, env, cwd, capture_output, text, timeout, input, check)
         finally:
             _lock.release()
     return subprocess.run(cmd, env=env, cwd=cwd, capture_output=capture_output, text=text, timeout=timeout,
@@ -67,35 +66,128 @@ def _decode(data: bytes) -> str:
     return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
 
 
+class _Timeout(BaseException):
+    """Raised in the command when its time is up (a BaseException: no ``except Exception`` keeps it)."""
+
+
+def _expire(signum, frame) -> None:
+    """SIGALRM: the command's time is up. Raised where the command is, but for a finalizer or a weak reference's
+    callback (where the interpreter would print the exception and carry on): there, again 10 ms later."""
+    code = frame.f_code if frame is not None else None
+    if code is not None and (code.co_name == "__del__" or code.co_filename.endswith(("weakref.py", "_weakrefset.py"))):
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
+    raise _Timeout
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m pm_course ARGV``'s exit status, its messages written as the interpreter writes them."""
+    from pm_course.cli import main
+
+    try:
+        main(argv)
+        return 0
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return (stop.code or 0) & 0xFF
+        print(stop.code, file=sys.stderr)
+        return 1
+    except _Timeout:
+        raise
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return -signal.SIGINT  # as a Python ended by Ctrl-C
+    except BaseException:  # noqa: BLE001 -- an uncaught exception: its traceback, and status 1
+        traceback.print_exc()
+        return 1
+
+
+def _loggers() -> list:
+    return [logging.getLogger(), *(log for log in list(logging.Logger.manager.loggerDict.values())
+                                   if isinstance(log, logging.Logger))]
+
+
+@contextlib.contextmanager
+def _as_found():
+    """Put the process back as it was: environment, folder, time zone, streams, signal handlers, loggers' handlers
+    and levels, warning filters, and the threads the command left running (joined, as an interpreter does)."""
+    environ, cwd = dict(os.environ), os.getcwd()
+    streams = sys.stdin, sys.stdout, sys.stderr
+    handlers = {s: signal.getsignal(s) for s in signal.valid_signals() if signal.getsignal(s) is not None}
+    loggers = {log: (log.handlers[:], log.level, log.propagate, log.disabled) for log in _loggers()}
+    threads = set(threading.enumerate())
+    filters = warnings.filters[:]
+    try:
+        yield
+    finally:
+        for thread in set(threading.enumerate()) - threads:
+            if not thread.daemon:
+                thread.join(timeout=60)
+        sys.stdin, sys.stdout, sys.stderr = streams
+        for number, handler in handlers.items():
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+        for log, (kept, level, propagate, disabled) in loggers.items():  # a logger made since is an import's
+            log.handlers[:], log.level, log.propagate, log.disabled = kept, level, propagate, disabled
+        warnings.filters[:] = filters
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+        time.tzset()
+
+
 def _run(cmd, env, cwd, capture_output, text, timeout, input, check) -> subprocess.CompletedProcess:
-    global forked
-    forked += 1
-    with tempfile.TemporaryDirectory(prefix="pm-run-") as tmp:
-        files = {name: Path(tmp, name) for name in ("stdin", "stdout", "stderr")}
+    global here
+    here += 1
+    with tempfile.TemporaryDirectory(prefix="pm-run-") as tmp, _as_found():
+        paths = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
         data = input.encode(locale.getpreferredencoding(False)) if isinstance(input, str) else (input or b"")
-        files["stdin"].write_bytes(data)
-        files["stdout"].touch()
-        files["stderr"].touch()
-        request = {"argv": [str(a) for a in cmd[3:]], "env": dict(env if env is not None else os.environ),
-                   "cwd": str(cwd if cwd is not None else os.getcwd()),
-                   **{name: str(path) for name, path in files.items()}}
-        channel, sock = _server["channel"], _server["sock"]
-        channel.write(json.dumps(request).encode() + b"\n")
-        channel.flush()
-        pid = json.loads(channel.readline())["pid"]
-        sock.settimeout(timeout)
+        with open(paths["stdin"], "wb") as f:
+            f.write(data)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        saved = [os.dup(fd) for fd in (0, 1, 2)]
+        opened = [os.open(paths["stdin"], os.O_RDONLY),
+                  os.open(paths["stdout"], os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+                  os.open(paths["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)]
+        timed_out = False
+        environ = dict(env if env is not None else os.environ)  # the command's: given, else this process's
         try:
-            status = json.loads(channel.readline())["status"]
-            timed_out = False
-        except (TimeoutError, socket.timeout):
-            os.kill(pid, 9)
-            sock.settimeout(None)
-            channel = _server["channel"] = sock.makefile("rwb")  # a timed-out read leaves the old one unusable
-            status = json.loads(channel.readline())["status"]
-            timed_out = True
+            for fd, source in enumerate(opened):
+                os.dup2(source, fd)
+            # Python's streams over the descriptors, as a new interpreter has them (what child processes inherit)
+            sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False))
+            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
+                                          errors="backslashreplace")
+            os.environ.clear()
+            os.environ.update(environ)
+            time.tzset()  # TZ as the command's environment says
+            if cwd is not None:
+                os.chdir(cwd)
+            if timeout is not None:
+                signal.signal(signal.SIGALRM, _expire)
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                status = _main([str(a) for a in cmd[3:]])
+            except _Timeout:
+                status, timed_out = -signal.SIGKILL, True
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
         finally:
-            sock.settimeout(None)
-        out, err = files["stdout"].read_bytes(), files["stderr"].read_bytes()
+            for fd, old in enumerate(saved):
+                os.dup2(old, fd)
+                os.close(old)
+            for fd in opened:
+                os.close(fd)
+        with open(paths["stdout"], "rb") as f:
+            out = f.read()
+        with open(paths["stderr"], "rb") as f:
+            err = f.read()
     if text:
         out, err = _decode(out), _decode(err)
     if not capture_output:
@@ -108,3 +200,4 @@ def _run(cmd, env, cwd, capture_output, text, timeout, input, check) -> subproce
     if check:
         done.check_returncode()
     return done
+
