@@ -1,11 +1,11 @@
 """nbgrader configuration: exercises/ is the source folder; everything generated lives in course/.
 
-pm-course points it at its own course (pm_course.course.configure); nbgrader's own
+pm-course points it at its own course (pm_course.state.course.configure); nbgrader's own
 apps (the formgrader) find the course folder as pm-course does when none is given.
 """
 import os
 
-from pm_course.course import default_folder
+from pm_course.state.course import default_folder
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
@@ -25,8 +25,8 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 
 # Student code can loop forever: stop a cell after 10 s of CPU time (PM_GRADE_CELL_CPU), or six
 # times that on the wall clock for code that waits, and go on from a new kernel that has run the
-# earlier cells again (pm_course/limits.py): the limit counts the student's code, not the machine's load.
-from pm_course.limits import CpuLimitedExecute, cell_limits  # noqa: E402
+# earlier cells again (pm_course/sandbox/cell_limits.py): the limit counts the student's code, not the machine's load.
+from pm_course.sandbox.cell_limits import CpuLimitedExecute, cell_limits  # noqa: E402
 
 c.Execute.timeout = cell_limits()[0]
 c.Execute.interrupt_on_timeout = True
@@ -46,7 +46,7 @@ from nbgrader.preprocessors import Execute  # noqa: E402
 
 
 class ExecuteWithOutputCap(CpuLimitedExecute):
-    """nbgrader's Execute with CPU limits (pm_course/limits.py), keeping at most ``max_output_chars`` of output
+    """nbgrader's Execute with CPU limits (pm_course/sandbox/cell_limits.py), keeping at most ``max_output_chars`` of output
     per cell."""
 
     max_output_chars = 1_000_000
@@ -70,14 +70,14 @@ class ExecuteWithOutputCap(CpuLimitedExecute):
 # text at 1,000 lines (a few kilobytes), far below it.
 c.LimitOutput.max_lines = -1
 
-# Every student notebook runs in a sandboxed kernel (pm_course/sandbox.py).
+# Every student notebook runs in a sandboxed kernel (pm_course/sandbox/__init__.py).
 from pm_course.sandbox import SandboxKernelManager  # noqa: E402
 
 c.Execute.kernel_manager_class = SandboxKernelManager
 
 # Feedback goes to students: no hidden test, nor any output that quotes one; a
 # reason for every lost point; maths as MathML written into the page (no MathJax).
-from pm_course.feedback import FeedbackExporter, HideHiddenTests, WarningsAreNotFailures  # noqa: E402
+from pm_course.grading.feedback_page import FeedbackExporter, HideHiddenTests, WarningsAreNotFailures  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
@@ -86,16 +86,16 @@ c.GenerateFeedback.exporter_class = FeedbackExporter
 c.HideHiddenTests.cell_timeout = c.Execute.timeout
 
 # Each point judged on its own function: before the notebook runs, each test cell gets
-# the instructor's versions of the functions judged above it (pm_course/isolate.py).
+# the instructor's versions of the functions judged above it (pm_course/grading/isolate.py).
 # A test cell passes or fails on its assertions and errors, never on a warning
 # (nbgrader fails any cell that wrote to stderr): stderr becomes a displayed
 # warning once the cells have run, before the grades are saved.
-from pm_course.isolate import HandInstructorVersions  # noqa: E402
+from pm_course.grading.isolate import HandInstructorVersions  # noqa: E402
 
 # No silent zero: a notebook whose cell metadata is gone, or that lost a test cell, is
-# matched back to the assignment's cells before nbgrader overwrites them (pm_course/repair.py).
+# matched back to the assignment's cells before nbgrader overwrites them (pm_course/grading/repair.py).
 from nbgrader.preprocessors import OverwriteCells  # noqa: E402
-from pm_course.repair import RestoreCells  # noqa: E402
+from pm_course.grading.repair import RestoreCells  # noqa: E402
 
 c.Autograde.sanitize_preprocessors = [
     q for p in Autograde.class_traits()["sanitize_preprocessors"].default()
@@ -107,6 +107,6 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # a written answer that no one has reviewed yet says so on the feedback page (after GetGrades)
-from pm_course.feedback import AwaitingReview  # noqa: E402
+from pm_course.grading.feedback_page import AwaitingReview  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [*c.GenerateFeedback.preprocessors, AwaitingReview]

@@ -185,21 +185,21 @@ def profile(assignment: str = "02_averaging", students: int = 5) -> dict:
         [sys.executable, "-m", "pm_course", "grade", "--jobs", "1", "--all"], env)
 
     # the same notebooks again, in this process, step by step
-    os.environ["PM_COURSE_DIR"] = str(course)
     meter = Meter()
     steps = Steps(meter)
     try:
-        with steps.step("import pm_course.grade, nbgrader.apps"):
-            from pm_course import grade as grade_mod
-            from pm_course import collect as collect_mod, hidden, submissions as submissions_mod
+        with steps.step("import pm_course.steps.grade, nbgrader.apps"):
+            from pm_course.steps import grade as grade_mod
+            from pm_course.grading import hidden
+            from pm_course.state import submissions as submissions_mod
             import nbgrader.apps  # noqa: F401
         with steps.step("hidden.reference (the instructor's notebook, once per assignment)"):
             hidden.reference(assignment)
         with steps.step("nbgrader API (config read, once per process)"):
-            from pm_course.course import api
-            api()
-        grade_mod._hide_sources()
-        entries = [e for e in submissions_mod.read_manifest(collect_mod.MANIFEST)
+            from pm_course.state.course import Course, api
+            here = Course(course)
+            api(here)
+        entries = [e for e in submissions_mod.read_manifest(here.manifest)
                    if e.status == submissions_mod.GRADED]
         once = steps.current
         steps.current = {}
@@ -215,12 +215,12 @@ def profile(assignment: str = "02_averaging", students: int = 5) -> dict:
         hidden.failures = failures
         for entry in entries:
             with steps.step("one notebook (_autograde)"):
-                grade_mod._autograde(entry)
+                grade_mod._autograde(here, entry)
             steps.close_notebook()
     finally:
         from pm_course import sandbox
 
-        sandbox._close_template()  # it lives in the measuring cgroup: gone before the cgroup is removed
+        sandbox.close_template()  # it lives in the measuring cgroup: gone before the cgroup is removed
         meter.close()
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)

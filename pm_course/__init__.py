@@ -1,24 +1,28 @@
 """The course tools: from the exercises to an LMS's gradebook, on top of nbgrader.
 
-One command, ``pm-course`` (:mod:`pm_course.cli`), with a module per concept:
+One command, ``pm-course`` (:mod:`pm_course.cli`), over folders that are its layers, lowest
+first; a module imports from its own folder and lower ones only (tests/course/test_imports.py):
 
 =====================  =========================================================
-:mod:`.course`         the course folder, nbgrader's API, the assignments' facts
-:mod:`.config`         the course file, ``course.toml``: due dates, columns, extensions
-:mod:`.assignments`    student versions (``generate_assignment``) and their checks
-:mod:`.submissions`    what students handed in, matched to the assignments
-:mod:`.collect`        submissions from a folder, a Canvas or a Moodle download
-:mod:`.lms`            rosters, gradebooks and worksheets of Canvas and Moodle
-:mod:`.grade`          grading (JOBS at a time), grades.csv, regrading
-:mod:`.export`         grades and feedback out, as an LMS takes them back
-:mod:`.review`         written answers scored by a person, kept across regrades
-:mod:`.sandbox`        the bubblewrap kernels that run student code
-:mod:`.isolate`        each point judged on its own function
-:mod:`.hidden`         hidden tests judged in the grader's own process
-:mod:`.feedback`       feedback pages without the hidden tests, a reason per lost point
+``state/``             the course object (:mod:`.state.course`: its folder, every path in it,
+                       nbgrader's API), its course file (:mod:`.state.config`), its lock and
+                       whole-file writes (:mod:`.state.files`), the manifest
+                       (:mod:`.state.submissions`), grades.csv (:mod:`.state.grades_csv`), the
+                       fingerprints, the history, the written answers' records
+                       (:mod:`.state.written`), what was sent to each LMS cell
+                       (:mod:`.state.lms_cells`), the feedback pages on disk
+``lms/``               Canvas's and Moodle's files and names (:mod:`.lms`), their APIs
+                       (:mod:`.lms.canvas`, :mod:`.lms.moodle`), and what export and push
+                       both send: the late policy, the comment, the page (:mod:`.lms.outcome`)
+``sandbox/``           the bubblewrap kernels that run student code, their warm template
+                       and the cells' CPU limits
+``grading/``           what nbgrader runs: the student versions' release and checks, each
+                       point judged on its own function, hidden tests, repairs, the
+                       feedback pages
+``steps/``             the commands: collect, grade, review (and status), export,
+                       feedback, push, book
 :mod:`.student`        the learner's blank copies (``make exercises``)
 :mod:`.jupyter_mode`   JupyterLab with or without nbgrader's instructor tools
-:mod:`.book`           the course edition of the site
 =====================  =========================================================
 
 This package is the instructor's: students import :mod:`attnlib`, and the

@@ -1,4 +1,4 @@
 """``python -m pm_course`` is ``pm-course``."""
-from .cli import main
+from pm_course.cli import main
 
 main()

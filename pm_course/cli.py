@@ -288,17 +288,17 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Run ``pm-course`` with ``argv`` (default: the command line).
 
-    The course (:class:`pm_course.course.Course`) is made here, once: its folder from ``--course``, else
+    The course (:class:`pm_course.state.course.Course`) is made here, once: its folder from ``--course``, else
     ``$PM_COURSE_DIR``, else ``course/``; its settings from ``--config``, else ``$PM_COURSE_CONFIG``, else
     ``course.toml``. Every command is handed it.
     """
     args = parser().parse_args(argv)
-    from . import config
+    from pm_course.state import config
 
     if args.command == "init":
         config.init(args.config)
         return
-    from .course import Course, default_folder, forget
+    from pm_course.state.course import Course, default_folder, forget
 
     # a mistake in the course file stops every command, naming it
     course = Course(args.course or default_folder(), settings=config.load(args.config))
@@ -310,11 +310,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def _command(course, args: argparse.Namespace) -> None:
     """Run the command ``args`` names on ``course``: status, or a command that writes (the lock held)."""
-    from .course import CourseError
-    from .state import lock
+    from pm_course.state.course import CourseError
+    from pm_course.state.files import lock
 
     if args.command == "status":
-        from .review import status
+        from pm_course.steps.review import status
 
         # status first brings grades.csv and the pages up to date with reviews entered since: a write, so it
         # takes the lock; while another command holds it, status reads only (and says so) rather than wait
@@ -326,7 +326,7 @@ def _command(course, args: argparse.Namespace) -> None:
         except CourseError as err:
             if "is in use by" not in str(err):
                 raise
-            from .state import holder
+            from pm_course.state.files import holder
 
             text = status(course, update=False) + (f"\n(read only: the course folder is in use by"
                                                     f" {holder(course) or 'another pm-course command'}; reviews"
@@ -355,22 +355,22 @@ def _command(course, args: argparse.Namespace) -> None:
 def _run(course, args: argparse.Namespace) -> None:
     """Run a command that writes ``course``'s folder (its lock held)."""
     if args.command == "assignments":
-        from .assignments import assignments
+        from pm_course.grading.release import assignments
 
         assignments(course)
     elif args.command == "collect":
-        from .collect import collect
+        from pm_course.steps.collect import collect
 
         if args.undo:
             if args.source or args.path or args.roster or args.assignment or args.replace or args.groups or args.choose:
                 parser().error("collect --undo takes no other argument (it undoes the last collection)")
-            from .history import undo
+            from pm_course.state.history import undo
 
             print(undo(course))
         elif args.choose:
             if args.source or args.path or args.roster or args.assignment or args.replace:
                 parser().error("collect --choose STUDENT ASSIGNMENT FILE takes no other argument")
-            from .collect import choose
+            from pm_course.steps.collect import choose
 
             choose(course, *args.choose)
         elif args.source is None or args.path is None:
@@ -379,17 +379,18 @@ def _run(course, args: argparse.Namespace) -> None:
             collect(course, args.source, args.path, roster=args.roster, assignment=args.assignment, replace=args.replace,
                     groups=args.groups)
     elif args.command == "grade":
-        from .grade import grade
+        from pm_course.steps.grade import grade
 
         if args.submissions:  # the steps stand apart: the command line composes them
-            from .collect import collect
+            from pm_course.steps.collect import collect
 
             collect(course, "folder", args.submissions.resolve())
         grade(course, None, students=args.student, assignments=args.assignment, n_jobs=args.jobs,
               everything=args.everything, rescale_reviews=args.rescale_reviews)
     elif args.command == "export":
-        from .export import Late, export
-        from .reviews import sync
+        from pm_course.lms.outcome import Late
+        from pm_course.steps.export import export
+        from pm_course.state.written import sync
 
         sync(course)  # reviews entered since (review --apply, nbgrader's formgrader) reach grades.csv and the pages
 
@@ -398,31 +399,32 @@ def _run(course, args: argparse.Namespace) -> None:
                new_columns=args.new_columns, rescale=not args.no_rescale,
                overwrite_lms_edits=args.overwrite_lms_edits, force=args.force)
     elif args.command == "feedback":
-        from .export import Late, pack_feedback
-        from .reviews import sync
+        from pm_course.lms.outcome import Late
+        from pm_course.steps.feedback import pack_feedback
+        from pm_course.state.written import sync
 
         sync(course)
 
         pack_feedback(course, args.output, Late.of(course.settings, args.late_penalty, args.due, args.times),
                       force=args.force)
     elif args.command == "push":
-        from .export import Late
-        from .push import push
-        from .reviews import sync
+        from pm_course.lms.outcome import Late
+        from pm_course.steps.push import push
+        from pm_course.state.written import sync
 
         sync(course)
         push(course, args.to, args.assignment, apply=args.apply, overwrite_lms_edits=args.overwrite_lms_edits,
              token_file=args.token_file, late=Late.of(course.settings, args.late_penalty, args.due, args.times),
              force=args.force)
     elif args.command == "review":
-        from . import review
+        from pm_course.steps import review
 
         if args.apply is not None:
             review.apply(course, args.assignment, args.apply)
         else:
             review.write_sheet(course, args.assignment)
     elif args.command == "book":
-        from .book import book
+        from pm_course.steps.book import book
 
         book(course)
 

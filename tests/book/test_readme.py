@@ -41,7 +41,7 @@ def test_the_readme_links_each_guide_and_each_guide_is_a_page_of_the_book():
 
 
 def test_the_course_edition_copies_the_guides():
-    from pm_course.book import KEEP
+    from pm_course.steps.book import KEEP
 
     assert "guides" in KEEP
 

@@ -7,7 +7,9 @@ import zipfile
 import pytest
 
 from conftest import ASSIGNMENTS, canvas_gradebook, canvas_zips, moodle_worksheet, moodle_zip
-from pm_course import collect, lms, submissions
+from pm_course.steps import collect
+from pm_course import lms
+from pm_course.state import submissions
 import pm
 
 

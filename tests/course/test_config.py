@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from pm_course import config
-from pm_course.export import Late
-from pm_course.submissions import Entry
+from pm_course.state import config
+from pm_course.lms.outcome import Late
+from pm_course.state.submissions import Entry
 import pm
 
 

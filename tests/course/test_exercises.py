@@ -24,7 +24,7 @@ from wrong_answers import ALTERNATIVES, WRONG
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[2]
-from pm_course import isolate  # noqa: E402
+from pm_course.grading import isolate  # noqa: E402
 
 pytestmark = pytest.mark.grading  # grades each wrong answer and alternative (687 cases): not in make check
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())

@@ -265,10 +265,10 @@ def test_moodle_s_on_time_status_is_never_penalised_by_an_earlier_due_date_here(
     whose due date is earlier would penalise work the student was told came on time. Refused, naming it."""
     from datetime import datetime
 
-    from pm_course.config import Settings
-    from pm_course.course import CourseError
-    from pm_course.export import Late
-    from pm_course.submissions import Entry
+    from pm_course.state.config import Settings
+    from pm_course.state.course import CourseError
+    from pm_course.lms.outcome import Late
+    from pm_course.state.submissions import Entry
 
     def entry(late):
         e = Entry("nunezjose_201", "03_subspace", lms="moodle", lms_id="201", late=late,

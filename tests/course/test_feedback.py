@@ -167,7 +167,7 @@ def mathjax_page(course):
     import nbgrader
     from pathlib import Path
 
-    from pm_course.feedback import FeedbackExporter
+    from pm_course.grading.feedback_page import FeedbackExporter
 
     here = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader"
     exporter = FeedbackExporter(template_name="feedback", extra_template_basedirs=[str(here / "templates")],

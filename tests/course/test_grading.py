@@ -11,8 +11,8 @@ import pytest
 
 import browser
 import pm
-from pm_course import assignments as course_mod
-from pm_course import course, submissions
+from pm_course.grading import release
+from pm_course.state import course, submissions
 
 pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
 
@@ -57,7 +57,7 @@ def test_matching_finds_the_one_file_meant_and_lists_the_rest(tmp_path):
 
 def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch):
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
-    assert course_mod.test_cells_stand_alone(NAME) == []
+    assert release.test_cells_stand_alone(NAME) == []
     test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test-proj")
     borrowing = nbformat.v4.new_code_cell("assert Pi.shape == (7, 7), 'Pi is the projector'")
     borrowing.metadata["nbgrader"] = {"grade": True, "grade_id": "test-borrow", "locked": True, "points": 1,
@@ -67,7 +67,7 @@ def test_a_test_cell_that_borrows_from_another_is_refused(tmp_path, monkeypatch)
     fake.mkdir(parents=True)
     nbformat.write(nb, fake / NOTEBOOK)
     monkeypatch.setattr(course, "ROOT", tmp_path)
-    problems = course_mod.test_cells_stand_alone(NAME)
+    problems = release.test_cells_stand_alone(NAME)
     assert problems == [f"{NAME}: test cell 'test-borrow' uses 'Pi', which only test cell 'test-proj' defines"]
 
 
@@ -211,7 +211,7 @@ def test_every_lost_point_has_a_reason_a_student_can_act_on(graded):
 def test_feedback_does_not_repeat_hidden_tests_that_student_code_printed(graded):
     """A cell of the student's echoes every cell it runs: the graded notebook has the hidden tests in
     its outputs (the instructor's copy), the feedback shows a notice in their place."""
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     _, rows, course = graded
     assert float(rows[("leo_echo", NAME)]["score"]) == POINTS
@@ -274,7 +274,8 @@ def labelled():
 
     from nbclient import NotebookClient
 
-    from pm_course import feedback, isolate
+    from pm_course.grading import feedback_page as feedback
+    from pm_course.grading import isolate
 
     setup = nbformat.v4.new_code_cell(
         "from attnlib.checks import judging\n"
@@ -328,7 +329,7 @@ def _errors(cell):
 
 def test_a_visible_check_that_fails_beside_the_hidden_block_says_its_own_message(labelled):
     executed, nb = labelled
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     raw = feedback.ANSI.sub("", "\n".join(_errors(executed.cells[1])[0].traceback))
     assert "assert attend(31) == 62" in raw  # IPython quoted the hidden lines: the old rule called it hidden
@@ -372,7 +373,8 @@ def test_what_student_code_writes_to_a_stream_it_kept_aside_is_not_shown_either(
     from nbclient import NotebookClient
 
     from attnlib.checks import HIDDEN_BEGIN, HIDDEN_PRINTS
-    from pm_course import feedback, isolate
+    from pm_course.grading import feedback_page as feedback
+    from pm_course.grading import isolate
 
     setup = nbformat.v4.new_code_cell(
         "import sys\nfrom attnlib.checks import judging\n_kept = sys.stdout\n"
@@ -397,7 +399,7 @@ def test_what_student_code_writes_to_a_stream_it_kept_aside_is_not_shown_either(
 def test_the_grader_lines_never_reach_the_student(labelled):
     """Removed from the source, outside the hidden region (a failure there is no hidden test's),
     and every output that quoted them (the echo printed each cell) replaced by a notice."""
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     executed, nb = labelled
     assert feedback.failing_line(_errors(executed.cells[4])[0].traceback) == 1
@@ -422,7 +424,7 @@ def test_grading_an_empty_or_missing_folder_fails_clearly(tmp_path):
 
 def test_every_hidden_test_hands_its_values_to_the_grader():
     """A graded cell with hidden tests is judged in the grader's process only if it probes a value."""
-    from pm_course import hidden
+    from pm_course.grading import hidden
 
     for name in course.assignment_names():
         nb = nbformat.read(next((ROOT / "exercises" / name).glob("*.ipynb")), as_version=4)
@@ -433,7 +435,7 @@ def test_every_hidden_test_hands_its_values_to_the_grader():
 
 
 def test_the_grader_rejects_wrong_missing_and_unreadable_values(tmp_path):
-    from pm_course import hidden
+    from pm_course.grading import hidden
 
     ref = hidden.reference(NAME)
     folder = tmp_path / "probes"
@@ -479,7 +481,7 @@ def test_feedback_pages_are_nbconverts_made_cheaper():
     from bs4 import BeautifulSoup, Comment
     from nbconvert.exporters import HTMLExporter
 
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     compile_ = jinja2.Environment.compile
@@ -518,7 +520,7 @@ def test_feedback_pages_are_nbconverts_made_cheaper():
 
 def test_feedback_pages_still_get_alt_text_for_images():
     """An image without alt text takes HTMLExporter's way, second pass included."""
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_markdown_cell('<img src="data:image/png;base64,AAAA">'))
@@ -530,7 +532,7 @@ def test_the_gradebook_engine_is_made_once_per_process(tmp_path):
     """nbgrader opens the gradebook about ten times per notebook: the grader keeps one engine
     (and its compiled statements), and a gradebook closed and opened again still works."""
     code = """
-from pm_course import course
+from pm_course.state import course
 from nbgrader.api import Gradebook
 url = course.api(course.Course(course.default_folder())).coursedir.db_url
 with Gradebook(url) as first:
@@ -559,7 +561,7 @@ def test_a_new_gradebook_is_stamped_with_the_revision_alembic_names_without_runn
     assert course.alembic_head() == heads.split()[0]
     code = """
 import sqlite3, subprocess
-from pm_course import course
+from pm_course.state import course
 from nbgrader.api import Gradebook
 def refuse(*args, **kwargs):
     raise AssertionError(f"a command was run: {args}")
@@ -622,7 +624,7 @@ def _run_whole_test_cell(name, gid, ns):
     from test_exercises import notebook
 
     from attnlib import checks
-    from pm_course import isolate
+    from pm_course.grading import isolate
 
     probed = {}
     ns["probe"] = lambda key, value, judge=None: probed.__setitem__(key, np.asarray(value))
@@ -642,7 +644,7 @@ def test_a_detector_that_also_tries_large_scores_keeps_its_point():
     detector, and its probed value judged as the grader judges it."""
     from test_exercises import solution_cell, solved_namespace, with_wrong_answer
 
-    from pm_course import hidden
+    from pm_course.grading import hidden
 
     name, target, gid = "06_debug_head", "detects_causal_bug", "test-detect-causal"
     ns = dict(solved_namespace(name))
@@ -664,7 +666,7 @@ def test_an_ungraded_cell_does_not_contradict_a_float32_answer_that_keeps_full_m
     must then agree that it is right, not say "a fix above is off"."""
     from test_exercises import notebook, solution_cell, solved_namespace, with_wrong_answer
 
-    from pm_course import hidden
+    from pm_course.grading import hidden
 
     name, target, gid = "06_debug_head", "fixed_causal_weights", "test-fix-causal"
     ns = dict(solved_namespace(name))
@@ -677,7 +679,7 @@ def test_an_ungraded_cell_does_not_contradict_a_float32_answer_that_keeps_full_m
 
 
 def _saved(probed):
-    """The probed values as the kernel saves them, in a folder for :func:`pm_course.hidden.failures`."""
+    """The probed values as the kernel saves them, in a folder for :func:`pm_course.grading.hidden.failures`."""
     import tempfile
 
     folder = Path(tempfile.mkdtemp())
@@ -691,7 +693,7 @@ def test_every_hidden_check_carries_a_message_that_names_its_case():
     message quotes its own check's code."""
     import ast
 
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     bare = []
     for name in course.assignment_names():
@@ -717,7 +719,7 @@ def test_no_output_block_of_a_feedback_page_is_empty():
     from bs4 import BeautifulSoup
     from nbformat.v4 import new_output
 
-    from pm_course import feedback
+    from pm_course.grading import feedback_page as feedback
 
     nb = nbformat.read(ROOT / "exercises" / NAME / NOTEBOOK, as_version=4)
     cell = nbformat.v4.new_code_cell("interact(f, x=(0, 1))")

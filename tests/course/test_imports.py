@@ -1,27 +1,79 @@
-"""pm_course's modules import each other without a cycle (lazy imports inside functions included).
+"""pm_course's layering, checked by folder, and its modules free of import cycles (lazy imports included).
 
-A cycle works only while every import in it stays lazy; the first one moved to the
-top of a file breaks the tool at start-up. Each concept has its own module (grades.csv
-in ``grades``, notebook repairs in ``repair``), so what reads grades never imports the grader.
+The package's folders are its layers, lowest first (:data:`LAYERS`): ``state/`` (the
+course object, its course file, its lock and every file of its state), then the
+LMSs' formats and clients (``lms/``) and the grading sandbox (``sandbox/``), then
+nbgrader's steps and the release of student versions (``grading/``), then the
+commands (``steps/``), then the entry points at the top (``cli``). A module
+imports from its own folder and lower ones, never from a higher one nor from one
+beside its own; a step never imports another step (the command line composes
+them). A cycle works only while every import in it stays lazy; the first one
+moved to the top of a file breaks the tool at start-up.
 """
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pm_course"
+# the folders, lowest first; folders of one level stand side by side and import nothing of each other
+LAYERS = {"state": 0, "lms": 1, "sandbox": 1, "grading": 2, "steps": 3, "": 4}
 
 
-def imports() -> dict[str, set[str]]:
-    """Each module of the package and the package's modules it imports, anywhere in it."""
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """``pm_course/state/course.py`` -> ``pm_course.state.course``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    """The pm_course modules an ``from ... import ...`` names (a name imported from a package may be a module)."""
+    if node.level:
+        base = importer.split(".")[: len(importer.split(".")) - node.level + (1 if is_package else 0)]
+        module = ".".join(base + ([node.module] if node.module else []))
+    else:
+        module = node.module or ""
+    if module != "pm_course" and not module.startswith("pm_course."):
+        return []
+    return [module, *(f"{module}.{a.name}" for a in node.names)]
+
+
+def imports(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports, anywhere in it (lazy imports included)."""
+    found = {module_name(p, package): p for p in package.rglob("*.py")}
     graph = {}
-    for path in PACKAGE.glob("*.py"):
+    for name, path in found.items():
         deps = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                deps.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pm_course."):
-                deps.add(node.module.split(".")[1])
-        graph[path.stem] = deps - {path.stem}
+            if isinstance(node, ast.ImportFrom) and (named := _resolve(name, path.name == "__init__.py", node)):
+                module, *members = named
+                submodules = [m for m in members if m in found]
+                # ``from a.b import c``: the module a.b.c when c is one, else (a name of a.b's) a.b itself
+                deps.update(submodules + ([module] if len(submodules) < len(members) and module in found else []))
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in found)
+        # importing a.b.c imports the packages a and a.b too: their __init__ only counts where named
+        graph[name] = deps - {name, "pm_course"}
     return graph
+
+
+def folder(module: str) -> str:
+    """The layer folder of a module: ``pm_course.state.course`` -> ``state``; a module at the top -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS and (len(parts) > 2 or parts[1] != "cli") else ""
+
+
+def crossings(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports that break the layering: to a higher folder, to a folder beside one's own, from a step to
+    another step."""
+    bad = []
+    for importer, deps in sorted(graph.items()):
+        mine = folder(importer)
+        for dep in sorted(deps):
+            theirs = folder(dep)
+            if theirs != mine and LAYERS[theirs] >= LAYERS[mine]:
+                bad.append((importer, dep))
+            elif mine == theirs == "steps":
+                bad.append((importer, dep))
+    return bad
 
 
 def cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -51,7 +103,7 @@ def test_the_check_finds_a_cycle():
 
 def test_pm_course_has_no_import_cycle():
     graph = imports()
-    assert {"grade", "collect", "review", "grades"} <= graph.keys()
+    assert {"pm_course.steps.grade", "pm_course.steps.collect", "pm_course.state.course"} <= graph.keys()
     found = cycle(graph)
     assert found is None, "import cycle: " + " -> ".join(found)
 
@@ -91,32 +143,67 @@ def test_nbformat_alone_loads_no_iri_parser():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False"], out
 
-# The steps of a term stand side by side on the state layer (the course folder, its lock, fingerprints,
-# grades.csv, the manifest, history, the LMS formats, the course file): the command line composes them.
-# ``export`` holds both the gradebook export and the feedback packing; ``status`` lives with ``review``.
-STEPS = {"collect", "grade", "review", "export"}
-# ``reviews``: the written answers and their reviews, which grading (keeping the reviews of unchanged answers)
-# and reviewing share
-STATE = {"course", "state", "fingerprints", "grades", "submissions", "history", "lms", "config", "exported",
-         "reviews"}
+def test_every_module_lives_in_a_layer_folder_but_the_entry_points():
+    top = sorted(m for m in imports() if folder(m) == "")
+    assert top == ["pm_course", "pm_course.__main__", "pm_course.cli", "pm_course.jupyter_mode", "pm_course.student"], top
 
 
-def test_the_steps_import_no_other_step_and_the_state_layer_no_step():
+def test_the_check_finds_an_import_up_across_and_between_steps(tmp_path):
+    """A lower folder importing a higher one, a folder importing one beside it, a step another step, and a lazy
+    import among them: each is found; a module importing its own folder and lower ones is not."""
+    for name, text in {"state/__init__.py": "", "state/course.py": "from pm_course.steps import grade\n",
+                       "state/files.py": "from .course import Course\n",
+                       "lms/__init__.py": "def f():\n    from pm_course import sandbox\n",
+                       "sandbox/__init__.py": "from ..state.files import write_text\n",
+                       "steps/__init__.py": "", "steps/grade.py": "from pm_course.steps.collect import collect\n",
+                       "steps/collect.py": "from pm_course.lms import f\nfrom pm_course.state import files\n",
+                       "cli.py": "from pm_course.steps import grade\n"}.items():
+        (tmp_path / "pm_course" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pm_course" / name).write_text(text)
+    assert crossings(imports(tmp_path / "pm_course")) == [
+        ("pm_course.lms", "pm_course.sandbox"), ("pm_course.state.course", "pm_course.steps.grade"),
+        ("pm_course.steps.grade", "pm_course.steps.collect")]
+
+
+def test_no_folder_imports_a_higher_one_nor_a_step_another():
     graph = imports()
-    assert STATE <= graph.keys() and STEPS <= graph.keys(), "a module named here is gone: update STEPS or STATE"
-    crossing = sorted((step, dep) for step in STEPS for dep in graph[step] & STEPS)
-    assert not crossing, f"a step imports another (the command line composes them): {crossing}"
-    upward = sorted((layer, dep) for layer in STATE for dep in graph[layer] & STEPS)
-    assert not upward, f"the state layer imports a step: {upward}"
+    assert {folder(m) for m in graph} == set(LAYERS), "a layer folder is gone or new: update LAYERS"
+    bad = crossings(graph)
+    assert not bad, "imports that break the layering (lower folder -> higher, or step -> step): " + ", ".join(
+        f"{a} -> {b}" for a, b in bad)
+
+
+def test_no_package_names_something_after_one_of_its_modules():
+    """``from pm_course.sandbox import limits`` gives a package's own ``limits`` before its module of that name, and
+    importing the module replaces the package's ``limits``: a package defines no name of one of its modules."""
+    for init in PACKAGE.rglob("__init__.py"):
+        modules = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir()
+                                                              if (p / "__init__.py").is_file()}
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        names = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                 if isinstance(t, ast.Name)}
+        names |= {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        assert not names & modules, f"{init}: {sorted(names & modules)} name modules of the package too"
+
+
+def test_push_stands_beside_export_on_what_both_send():
+    """export (a gradebook file) and push (the LMS's API) share the late policy, the comment and the page the LMS
+    gets through pm_course.lms.outcome; push imports nothing of export."""
+    graph = imports()
+    assert "pm_course.lms.outcome" in graph["pm_course.steps.push"] & graph["pm_course.steps.export"]
+    assert "pm_course.steps.export" not in graph["pm_course.steps.push"]
 
 
 def test_the_commands_that_read_pages_do_not_load_the_page_maker():
     """export, push and review pack, send and list the feedback pages that grading made: they import
-    :mod:`pm_course.pages`, never nbconvert's exporter (about a second of every such command's start)."""
+    :mod:`pm_course.state.pages`, never nbconvert's exporter (about a second of every such command's start)."""
     import subprocess
     import sys
 
-    code = "import sys, pm_course.export, pm_course.push, pm_course.review\nprint('nbconvert' in sys.modules)"
+    code = ("import sys, pm_course.steps.export, pm_course.steps.feedback, pm_course.steps.push,"
+            " pm_course.steps.review\nprint('nbconvert' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False"], out
-    assert "pages" in imports()["export"] and "feedback" not in imports()["export"]
+    for step in ("export", "feedback"):
+        deps = imports()[f"pm_course.steps.{step}"] | imports()["pm_course.lms.outcome"]
+        assert "pm_course.state.pages" in deps and "pm_course.grading.feedback_page" not in deps, deps

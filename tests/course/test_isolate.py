@@ -9,7 +9,7 @@ import attnlib.checks as checks
 from attnlib.checks import judging
 
 ROOT = Path(__file__).resolve().parents[2]
-from pm_course import isolate  # noqa: E402
+from pm_course.grading import isolate  # noqa: E402
 
 
 def cell(source, gid, solution=False, points=1):

@@ -1,4 +1,4 @@
-"""Cell limits measure the student's code, not the machine (pm_course/limits.py).
+"""Cell limits measure the student's code, not the machine (pm_course/sandbox/cell_limits.py).
 
 A cell may use PM_GRADE_CELL_CPU seconds of CPU time; the wall clock only
 backs that up (six times as long), and a cell that is stopped, or whose kernel
@@ -17,7 +17,7 @@ import pytest
 from limits_class import (CRASH, NAME, NOTEBOOK, RECURSION, SWALLOWS_INPUT,  # noqa: E402
                           SWALLOWS_SLEEP, busy, notebook, pm_course, scores, slow, write)
 
-from pm_course import limits  # noqa: E402
+from pm_course.sandbox import cell_limits as limits  # noqa: E402
 
 pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check
 

@@ -210,8 +210,8 @@ def test_a_scale_with_other_items_is_refused_naming_both(moodle_class):
     ('scale = ["Pass"]\nscale_thresholds = [0]\n', "at least two"),
 ])
 def test_a_bad_scale_in_the_course_file_is_named(tmp_path, two_assignments, monkeypatch, text, says):
-    from pm_course import config
-    from pm_course.course import CourseError
+    from pm_course.state import config
+    from pm_course.state.course import CourseError
 
     monkeypatch.setenv("PM_EXERCISES", str(two_assignments))
     path = course_file(tmp_path / "course.toml", f"[assignments.{NAME}]\n{text}")
@@ -221,7 +221,7 @@ def test_a_bad_scale_in_the_course_file_is_named(tmp_path, two_assignments, monk
 
 
 def test_the_thresholds_give_each_fraction_its_item():
-    from pm_course.config import Scale
+    from pm_course.state.config import Scale
 
     scale = Scale(tuple(SCALE), (0.0, 0.5, 0.85))
     assert [scale.item(p, 20) for p in (0, 9.99, 10, 16.99, 17, 20)] == [

@@ -474,9 +474,9 @@ def test_a_student_the_lms_no_longer_lists_is_said_once_then_push_finishes(cours
 
 
 def test_partial_grades_are_said_in_the_preview_and_the_comment_and_a_blank_is_not_called_reviewed():
-    from pm_course.export import comment
-    from pm_course.push import Plan, Row, show
-    from pm_course.submissions import Entry
+    from pm_course.lms.outcome import comment
+    from pm_course.steps.push import Plan, Row, show
+    from pm_course.state.submissions import Entry
 
     def entry(score, written, waiting):
         e = Entry("ada_1", "02_averaging", status="graded", written_score=written, written_max="2",

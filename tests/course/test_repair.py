@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from conftest import ASSIGNMENTS, LATER, ROOT, MARCH, _zip, answered, canvas_gradebook
-from pm_course import repair
-from pm_course.grade import _why
+from pm_course.grading import repair
+from pm_course.steps.grade import _why
 import pm
 
 pytestmark = pytest.mark.grading  # grades a class or starts kernels: not in make check

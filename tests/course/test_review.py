@@ -310,8 +310,9 @@ def test_the_gradebook_is_read_again_only_when_it_changed(graded, tmp_path):
 def test_a_row_of_an_assignment_since_removed_does_not_stop_sync(tmp_path):
     """grades.csv may keep rows of an assignment no longer in exercises/ (export and its checks skip them):
     sync records what it read without a source for it, and leaves the rows as they are."""
-    code = ("from pm_course.course import Course, default_folder\nfrom pm_course.grades import write_grades\n"
-            "from pm_course import reviews\ncourse = Course(default_folder())\n"
+    code = ("from pm_course.state.course import Course, default_folder\n"
+            "from pm_course.state.grades_csv import write_grades\n"
+            "from pm_course.state import written as reviews\ncourse = Course(default_folder())\n"
             "rows = {('ann_1', '99_removed'): {'student_id': 'ann_1', 'assignment': '99_removed',"
             " 'status': 'not submitted'}}\nwrite_grades(rows, course.grades)\n"
             "print(reviews.sync(course), reviews.sync(course))")
@@ -324,7 +325,7 @@ def test_a_row_of_an_assignment_since_removed_does_not_stop_sync(tmp_path):
 
 def test_a_multi_line_answer_reads_back_as_written(tmp_path):
     """A written answer keeps its lines through the sheet (a sheet read line by line would join them)."""
-    from pm_course import review
+    from pm_course.steps import review
 
     sheet = tmp_path / "sheet.csv"
     answer = "Keys $a$ and $b$ score beta:\n\n$\\alpha_a = 1/2$\r\nso c is the average."

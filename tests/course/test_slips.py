@@ -193,7 +193,7 @@ def rewritten_below(nb):
 
 
 def test_duplicated_cells_keep_the_copy_executed_last_else_the_last():
-    from pm_course.submissions import drop_duplicate_cells
+    from pm_course.state.submissions import drop_duplicate_cells
 
     nb = nbformat.reads(with_cells(B, rewritten_below), as_version=4)
     notes = drop_duplicate_cells(nb)
@@ -360,7 +360,7 @@ def test_points_moved_in_the_source_send_reviews_back_naming_the_source_not_the_
         assert f"{CELL} not reviewed yet" in got["obrienzoe_102"]["reason"], got
     assert all(moved in r["reason"] for r in got.values()), got
     # a student who did edit the cell's metadata is still told so (their notebook is not any release's)
-    from pm_course import repair
+    from pm_course.grading import repair
     nb = nbformat.reads(written("x"), as_version=4)
     ref = nbformat.reads(written("x"), as_version=4)
     next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == CELL).metadata["nbgrader"][
@@ -371,7 +371,7 @@ def test_points_moved_in_the_source_send_reviews_back_naming_the_source_not_the_
 
 
 def test_two_notebooks_the_one_with_work_or_the_newer_upload_both_named(tmp_path, monkeypatch, two_assignments):
-    from pm_course import collect
+    from pm_course.steps import collect
 
     monkeypatch.setenv("PM_EXERCISES", str(two_assignments))
     finished, rewritten = with_cells(B, lambda nb: None), with_cells(B, rewritten_below)
@@ -402,7 +402,7 @@ def test_a_blank_copy_of_an_earlier_release_beside_the_finished_notebook_is_blan
     (only solution cells and cells the student added are work), so the finished copy is graded, no choice asked."""
     import shutil
 
-    from pm_course import submissions
+    from pm_course.state import submissions
 
     exercises = tmp_path / "exercises"
     shutil.copytree(ROOT_EXERCISES / B, exercises / B)

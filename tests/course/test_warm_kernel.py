@@ -1,4 +1,4 @@
-"""Kernels forked from the warm template (pm_course/warm.py): each one as fresh as a new Python.
+"""Kernels forked from the warm template (pm_course/sandbox/warm.py): each one as fresh as a new Python.
 
 One student's kernel plants what it can (globals, module attributes, an
 environment variable, files in /tmp and in its folder); the next kernel,

@@ -5,7 +5,7 @@ raises while grading that student's notebooks, where
 ``PM_TEST_GRADER_FAULT_IN`` says: ``judge`` (the default), in the judge of the
 hidden tests, after nbgrader has graded the notebook and written the
 gradebook; ``preprocessor``, in one of the grader's nbgrader steps
-(:class:`pm_course.isolate.HandInstructorVersions`), inside nbgrader's
+(:class:`pm_course.grading.isolate.HandInstructorVersions`), inside nbgrader's
 autograde. Any other program started with this ``PYTHONPATH`` (a kernel,
 another command) is left alone.
 """
@@ -16,7 +16,7 @@ _student = os.environ.get("PM_TEST_GRADER_FAULT")
 if _student and sys.argv[1:2] == ["grade"]:
     _message = f"injected: the grader's own bug, grading {_student}"
     if os.environ.get("PM_TEST_GRADER_FAULT_IN", "judge") == "preprocessor":
-        import pm_course.isolate as _isolate
+        import pm_course.grading.isolate as _isolate
 
         _preprocess = _isolate.HandInstructorVersions.preprocess
 
@@ -27,7 +27,7 @@ if _student and sys.argv[1:2] == ["grade"]:
 
         _isolate.HandInstructorVersions.preprocess = preprocess
     else:
-        import pm_course.hidden as _hidden
+        import pm_course.grading.hidden as _hidden
 
         _judge = _hidden.failures
 

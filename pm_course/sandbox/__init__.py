@@ -25,7 +25,7 @@ nbgrader starts the kernel through :class:`SandboxKernelManager` (see
 ``PM_GRADE_MEMORY``    address space per kernel process (bytes, K/M/G)   ``2G``
 ``PM_GRADE_CPU``       CPU seconds per kernel process                    ``120``
                        (each cell's own limit: ``PM_GRADE_CELL_CPU``,
-                       :mod:`pm_course.limits`)
+                       :mod:`pm_course.sandbox.cell_limits`)
 ``PM_GRADE_PROCS``     processes and threads per sandbox (cgroups only)  ``64``
 ``PM_GRADE_UNSAFE=1``  run kernels unconfined where the sandbox cannot
                        start (``make grade UNSAFE=1`` sets it); in batch
@@ -44,7 +44,7 @@ systemd slice, a container or a batch job's cgroup keeps its kernels inside
 that cgroup's accounting and limits (tests/course/test_sandbox_cgroups.py).
 
 A kernel is not a new Python: it is forked from a warm template
-(:mod:`pm_course.warm`, one per grading process) that imported ipykernel,
+(:mod:`pm_course.sandbox.warm`, one per grading process) that imported ipykernel,
 numpy, attnlib and matplotlib once, which saves about 0.6 CPU seconds a
 notebook. The sandbox is the same: bubblewrap makes it, with the same command
 line, around a placeholder process; the forked child joins its cgroups and
@@ -60,7 +60,7 @@ each kernel exactly as the sandbox does (:func:`unconfined`: the same start-up
 file, limits, cgroups, environment and private copy of the student's files)
 but for the namespaces and the hidden folders, so that it grades the same. A
 kernel that does not start is the machine's fault, never the student's: it is
-recorded in :data:`FAULTS` for :mod:`pm_course.grade`.
+recorded in :data:`FAULTS` for :mod:`pm_course.steps.grade`.
 """
 from __future__ import annotations
 
@@ -201,7 +201,7 @@ def make_cpu_cgroup(name: str) -> list[Path]:
     """A cgroup that counts one sandbox's CPU time, a child of the grader's own (v1 ``cpuacct``, else v2);
     [] where none can be made there.
 
-    Cell time limits count its CPU seconds (:mod:`pm_course.limits`); without it they count those of the
+    Cell time limits count its CPU seconds (:mod:`pm_course.sandbox.cell_limits`); without it they count those of the
     kernel's process tree, and this is said once. Never a group elsewhere: a kernel outside the grader's
     group would leave its accounting and its quotas (a systemd slice's, a container's, a batch job's).
     """
@@ -539,7 +539,7 @@ def give_to_student(runtime: Path) -> None:
 
 
 def probes_dir(runtime: Path) -> Path:
-    """Where the kernel leaves the values its hidden tests probed (see pm_course/hidden.py)."""
+    """Where the kernel leaves the values its hidden tests probed (see pm_course/grading/hidden.py)."""
     folder = runtime / "probes"
     folder.mkdir(exist_ok=True)
     return folder
@@ -656,7 +656,7 @@ def matplotlib_cache(runtime: Path) -> Path:
 
 def kernel_settings(runtime: Path, home: Path, ipython: str) -> dict[str, str]:
     """The environment of every grading kernel, sandboxed or unconfined: where it leaves its probes
-    (:mod:`pm_course.hidden`), its home (the student's files), matplotlib's backend and cache, one BLAS thread."""
+    (:mod:`pm_course.grading.hidden`), its home (the student's files), matplotlib's backend and cache, one BLAS thread."""
     return {"IPYTHONDIR": ipython, "HOME": str(home), "OPENBLAS_NUM_THREADS": "1",
             "PM_PROBES": str(probes_dir(runtime)), "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(matplotlib_cache(runtime))}
 
@@ -721,7 +721,7 @@ def warm_wanted() -> bool:
 
 
 class Template:
-    """This process's warm template (:mod:`pm_course.warm`): started on first use, one per process.
+    """This process's warm template (:mod:`pm_course.sandbox.warm`): started on first use, one per process.
 
     A grading worker forked from the grader starts its own: a template's pipes
     are never shared between processes.
@@ -805,7 +805,7 @@ atexit.register(close_template)
 
 
 # what went wrong with each kernel this process could not start (a sandbox that failed, a kernel that never
-# answered): the machine's faults, read by pm_course.grade after each notebook and never put on a student's row
+# answered): the machine's faults, read by pm_course.steps.grade after each notebook and never put on a student's row
 FAULTS: list[str] = []
 
 
@@ -869,7 +869,7 @@ class SandboxKernelManager(AsyncKernelManager):
     loopback does not cross into a new network namespace).
     """
 
-    # the course folder whose notebooks it runs (pm_course.course.configure): the student's files are copied
+    # the course folder whose notebooks it runs (pm_course.state.course.configure): the student's files are copied
     # from it into the sandbox, and the probes are kept in it
     course_folder = traitlets.Unicode("", help="the course folder").tag(config=True)
 
@@ -990,9 +990,9 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_runtime", None):
             graded = graded_copy(Path(self._launch_args.get("cwd") or "."), self.course_folder or None)
-            if graded and (self._runtime / "probes").is_dir():  # kept for pm_course/hidden.py; added to
+            if graded and (self._runtime / "probes").is_dir():  # kept for pm_course/grading/hidden.py; added to
                 # what earlier kernels of the same notebook probed (a kernel made again after a cell was
-                # stopped: pm_course/limits.py); the grader empties the folder before the notebook runs
+                # stopped: pm_course/sandbox/cell_limits.py); the grader empties the folder before the notebook runs
                 keep = Path(self.course_folder) / "probes" / graded[0] / graded[1]
                 shutil.copytree(self._runtime / "probes", keep, dirs_exist_ok=True)
             if getattr(self, "_stderr", None):

@@ -19,10 +19,11 @@ import json
 import re
 from pathlib import Path
 
-from . import fingerprints, state
-from .course import Course, api, expected_notebooks, source_hash, source_notebook
-from .grades import read_grades, write_grades
-from .submissions import GRADED
+from pm_course.state import fingerprints
+from pm_course.state import files as state
+from pm_course.state.course import Course, api, expected_notebooks, source_hash, source_notebook
+from pm_course.state.grades_csv import read_grades, write_grades
+from pm_course.state.submissions import GRADED
 STUB = "YOUR ANSWER HERE"  # what nbgrader leaves in a written answer's place in the student version
 SOLUTION = re.compile(r"^[^\n]*### BEGIN SOLUTION[^\n]*\n?(.*?)^[^\n]*### END SOLUTION[^\n]*$", re.S | re.M)
 

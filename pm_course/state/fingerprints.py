@@ -22,8 +22,8 @@ import json
 import re
 from pathlib import Path
 
-from .course import Course, expected_notebooks, source_hash
-from .submissions import FAILED, GRADED, MISSING
+from pm_course.state.course import Course, expected_notebooks, source_hash
+from pm_course.state.submissions import FAILED, GRADED, MISSING
 
 PAGE_SCORE = re.compile(r"\(Score:\s*([\d.]+)\s*/\s*([\d.]+)\)")
 
@@ -58,9 +58,9 @@ def stale(course: Course, rows: dict, manifest: dict) -> dict[tuple[str, str], s
     course : Course
         The course whose folder it reads.
     rows : dict
-        grades.csv's rows by (student, assignment) (:func:`pm_course.grades.read_grades`).
+        grades.csv's rows by (student, assignment) (:func:`pm_course.state.grades_csv.read_grades`).
     manifest : dict
-        What is collected now: entries by (student, assignment) (:func:`pm_course.submissions.read_manifest`).
+        What is collected now: entries by (student, assignment) (:func:`pm_course.state.submissions.read_manifest`).
     """
     hashes = graded_hashes(course)
     collected, page = course.collected, course.page

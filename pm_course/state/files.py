@@ -24,7 +24,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from .course import Course, CourseError
+from pm_course.state.course import Course, CourseError
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

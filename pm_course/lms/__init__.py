@@ -30,11 +30,11 @@ from __future__ import annotations
 import csv
 import io
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .course import CourseError
+from pm_course.state.course import CourseError
+from pm_course.state.submissions import is_test_student, slug  # noqa: F401 -- who a student is, below the LMSs
 
 LMSS = ("canvas", "moodle")
 
@@ -54,16 +54,6 @@ CANVAS_IDS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", 
 CANVAS_TEST_STUDENT = "Student, Test"  # Canvas's "Student View" student, in every course (also "Test Student")
 POINTS_POSSIBLE = "Points Possible"
 MOODLE_ID = "Identifier"
-
-
-def slug(name: str) -> str:
-    """A name folded to ASCII letters and digits, as Canvas writes ``lastfirst``.
-
-    >>> slug("Núñez, José"), slug("Zoë O'Brien-Smith")
-    ('nunezjose', 'zoeobriensmith')
-    """
-    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]", "", folded.lower()) or "student"
 
 
 def student_id(name: str, lms_id: str) -> str:
@@ -187,19 +177,6 @@ def moodle_participant(identifier: str) -> str:
     """The number in a worksheet's ``Identifier`` ("Participant 12345" -> "12345")."""
     found = re.search(r"(\d+)\s*$", identifier or "")
     return found.group(1) if found else ""
-
-
-def is_test_student(name: str) -> bool:
-    """Whether ``name`` is Canvas's test student, as its gradebook ("Student, Test") or its zips ("studenttest") name it.
-
-    Its work is never graded nor exported.
-
-    >>> is_test_student("Student, Test"), is_test_student("studenttest"), is_test_student("Test Student")
-    (True, True, True)
-    >>> is_test_student("Testa, Stu")
-    False
-    """
-    return slug(name or "") in ("studenttest", "teststudent")
 
 
 def is_student_row(lms: str, row: dict) -> bool:

@@ -3,15 +3,17 @@
 nbgrader's ``generate_assignment`` writes each student version to
 ``course/release/`` and records the graded cells in the gradebook. Before it
 runs, every test cell must stand alone and judge its own function
-(:func:`test_cells_stand_alone`, :func:`pm_course.isolate.problems`). Each
+(:func:`test_cells_stand_alone`, :func:`pm_course.grading.isolate.problems`). Each
 release keeps the SHA-256 of the source it was made from
 (``course/release/<assignment>/.source-sha256``), so that grading can tell an
 assignment whose source changed since and release it again (:func:`stale`).
 """
 from __future__ import annotations
 
-from . import hidden, isolate
-from .course import Course, CourseError, assignment_names, expected_notebooks, source_hash, source_notebook, step
+from pm_course.grading import hidden
+from pm_course.grading import isolate
+from pm_course.state.course import (Course, CourseError, assignment_names, expected_notebooks, is_test,
+                                    source_hash, source_notebook, step)
 
 STAMP = ".source-sha256"
 
@@ -51,15 +53,14 @@ def test_cells_stand_alone(name: str) -> list[str]:
 
     nb = nbformat.read(source_notebook(name), as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and "get_ipython" not in c.source]
-    is_test = [bool(c.metadata.get("nbgrader", {}).get("grade")) and not c.metadata["nbgrader"].get("solution")
-               for c in cells]
-    shared = set(dir(builtins)).union(*(names(c.source, ast.Store) for c, t in zip(cells, is_test) if not t))
+    tests = [is_test(c) for c in cells]
+    shared = set(dir(builtins)).union(*(names(c.source, ast.Store) for c, t in zip(cells, tests) if not t))
     problems = []
-    for cell, test in zip(cells, is_test):
+    for cell, test in zip(cells, tests):
         if not test:
             continue
         own = names(cell.source, ast.Store)
-        for other, other_test in zip(cells, is_test):
+        for other, other_test in zip(cells, tests):
             if other_test and other is not cell:
                 borrowed = (names(cell.source, ast.Load) - own - shared) & names(other.source, ast.Store)
                 problems += [f"{name}: test cell {cell.metadata['nbgrader']['grade_id']!r} uses {n!r}, which only"
@@ -81,7 +82,7 @@ def _keep_earlier_release(course: Course, name: str) -> None:
     """Keep the student version about to be replaced: what students of an earlier release were given.
 
     Grading tells an instructor's change of the source (points moved on a cell) from a student's edit of
-    the notebook by these (:mod:`pm_course.repair`).
+    the notebook by these (:mod:`pm_course.grading.repair`).
     """
     import shutil
 
@@ -111,7 +112,7 @@ def assignments(course: Course, names: list[str] | None = None) -> None:
                  for p in isolate.problems(nbformat.read(source_notebook(name), as_version=4), name)]
     if problems:
         raise CourseError("Each test cell must stand alone (a student may delete or break another) and judge"
-                          " its own function (see pm_course/isolate.py):\n  " + "\n  ".join(problems))
+                          " its own function (see pm_course/grading/isolate.py):\n  " + "\n  ".join(problems))
     failing = []
     for name in names:  # every test, hidden ones included, on the source's own solution
         try:

@@ -3,7 +3,7 @@
 Each source is read where it is and copied, never moved or changed:
 
 - ``folder DIR``: ``DIR/<student>/<assignment>/<notebook>.ipynb`` (matched by
-  :func:`pm_course.submissions.match`);
+  :func:`pm_course.state.submissions.match`);
 - ``canvas ZIP``: Canvas's "Download Submissions", one flat zip per
   assignment. The assignment is the one ``--assignment`` names, or else
   the one whose graded cells the notebook has (their nbgrader ids), or else
@@ -39,7 +39,7 @@ of the assignment, or one whose notebooks are another assignment's (by their
 graded cells, :func:`belongs_elsewhere`) is refused and changes nothing; a
 single student's notebook of another assignment is "could not be graded",
 saying whose. What a collection replaces is first copied to
-``course/history/`` (:mod:`pm_course.history`), and ``collect --undo`` puts
+``course/history/`` (:mod:`pm_course.state.history`), and ``collect --undo`` puts
 it back.
 """
 from __future__ import annotations
@@ -52,9 +52,12 @@ import shutil
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from . import history, lms, state, submissions
-from .course import Course, CourseError, exercises_dir, expected_notebooks, source_notebook
-from .submissions import FAILED, GRADED, MISSING, Class, Entry
+from pm_course.state import history
+from pm_course import lms
+from pm_course.state import files as state
+from pm_course.state import submissions
+from pm_course.state.course import Course, CourseError, exercises_dir, expected_notebooks, source_notebook
+from pm_course.state.submissions import FAILED, GRADED, MISSING, Class, Entry
 
 SOURCES = ("folder", "canvas", "moodle")
 MAX_BYTES = 50 * 2**20  # a notebook larger than this is graded with its saved outputs stripped
@@ -168,7 +171,7 @@ def owner(data: bytes | Path | None) -> str | None:
 
     The assignment whose source shares the most graded and solution cell ids
     with the notebook (a notebook whose metadata was stripped has none: it is
-    matched back to its cells when graded, :mod:`pm_course.repair`).
+    matched back to its cells when graded, :mod:`pm_course.grading.repair`).
     """
     ids = graded_ids(data)
     shared = {a: len(ids & source) for a, source in _source_ids().items()}
@@ -411,7 +414,7 @@ def _released_texts(course: Course | None, assignment: str) -> frozenset:
 @functools.lru_cache(maxsize=32)
 def _texts_of(stamps: tuple) -> frozenset:
     """:func:`_released_texts` of these versions of the files (read once per version, not per student)."""
-    from .reviews import SOLUTION
+    from pm_course.state.written import SOLUTION
 
     out = set()
     for path, _, _ in stamps:
@@ -494,7 +497,7 @@ def _read_notebook(data: bytes | Path):
     """The notebook in ``data``, each graded cell once; (notebook, notes) or (None, why).
 
     A graded cell that is there more than once is kept as the copy the
-    student executed last (:func:`pm_course.submissions.drop_duplicate_cells`);
+    student executed last (:func:`pm_course.state.submissions.drop_duplicate_cells`);
     a notebook larger than :data:`MAX_BYTES` loses its saved outputs (the
     grader runs the code again: outputs never change a grade). Each is a note.
     """

@@ -1,7 +1,7 @@
 """A student's feedback page on disk: what every page declares, and which pages must go.
 
 What ``export``, ``push``, ``review`` and ``feedback`` need of the pages
-without making one: they read and pack the pages that :mod:`pm_course.feedback`
+without making one: they read and pack the pages that :mod:`pm_course.grading.feedback_page`
 (nbconvert's exporter, which takes about a second to import) made when the
 work was graded.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 
-from .course import Course
+from pm_course.state.course import Course
 
 # a page runs nothing and loads nothing: its styles are inline, its images data: URLs
 CSP = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; script-src \'none\';'
@@ -18,7 +18,7 @@ CSP = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'
 
 def is_test_student(entry) -> bool:
     """Canvas's test student ("Student, Test"; ``studenttest_...`` in its download): given no feedback page."""
-    from .lms import is_test_student as named_test_student
+    from pm_course.state.submissions import is_test_student as named_test_student
 
     return named_test_student(entry.name or entry.student.rsplit("_", 1)[0])
 
@@ -30,7 +30,7 @@ def remove_stale(course: Course, entries) -> list[str]:
     is no longer submitted, or could not be graded this time), its old page
     would tell the student an old score. Returns ``student/assignment`` of each removed.
     """
-    from .submissions import GRADED
+    from pm_course.state.submissions import GRADED
 
     removed = []
     for e in entries:

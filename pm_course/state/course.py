@@ -19,7 +19,7 @@ from typing import Any
 
 # the checkout pm_course runs from (its exercises/ beside it); a pm-course installed elsewhere (pip install
 # '.[course]') works on the course in the folder it is run from
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 ROOT = _CHECKOUT if (_CHECKOUT / "exercises").is_dir() else Path.cwd()
 BIN = Path(sys.executable).parent
 
@@ -49,7 +49,7 @@ class Course:
     """
 
     folder: Path
-    # the course file, read (pm_course.config.Settings; None: none read, as for nbgrader's steps, which need none)
+    # the course file, read (pm_course.state.config.Settings; None: none read, as for nbgrader's steps, which need none)
     settings: Any = field(default=None, compare=False)
 
     def __post_init__(self):
@@ -94,22 +94,22 @@ class Course:
     # pm-course's own state
     @property
     def manifest(self) -> Path:
-        """What collect found, what every other step reads (pm_course/submissions.py)."""
+        """What collect found, what every other step reads (pm_course/state/submissions.py)."""
         return self.folder / "submissions.csv"
 
     @property
     def grades(self) -> Path:
-        """The grades, one row per student and assignment (pm_course/grades.py)."""
+        """The grades, one row per student and assignment (pm_course/state/grades_csv.py)."""
         return self.folder / "grades.csv"
 
     @property
     def graded_hashes(self) -> Path:
-        """What each notebook was when last graded (pm_course/fingerprints.py)."""
+        """What each notebook was when last graded (pm_course/state/fingerprints.py)."""
         return self.folder / "graded.json"
 
     @property
     def synced(self) -> Path:
-        """The files grades.csv was last brought up to date with, by their hashes (pm_course/reviews.py)."""
+        """The files grades.csv was last brought up to date with, by their hashes (pm_course/state/written.py)."""
         return self.folder / "synced.json"
 
     @property
@@ -119,7 +119,7 @@ class Course:
 
     @property
     def review(self) -> Path:
-        """The review sheets and pages (pm_course/review.py)."""
+        """The review sheets and pages (pm_course/steps/review.py)."""
         return self.folder / "review"
 
     @property
@@ -129,27 +129,27 @@ class Course:
 
     @property
     def exported(self) -> Path:
-        """What was exported to each LMS, cell by cell (pm_course/exported.py)."""
+        """What was exported to each LMS, cell by cell (pm_course/state/lms_cells.py)."""
         return self.export / "exported.json"
 
     @property
     def pushes(self) -> Path:
-        """Each push's preview and journal (pm_course/push.py)."""
+        """Each push's preview and journal (pm_course/steps/push.py)."""
         return self.export / "push"
 
     @property
     def pushed(self) -> Path:
-        """What was pushed to each LMS, student by student (pm_course/push.py)."""
+        """What was pushed to each LMS, student by student (pm_course/steps/push.py)."""
         return self.export / "pushed.json"
 
     @property
     def history(self) -> Path:
-        """What each collection replaced (pm_course/history.py)."""
+        """What each collection replaced (pm_course/state/history.py)."""
         return self.folder / "history"
 
     @property
     def choices(self) -> Path:
-        """The notebooks a student handed in together, for ``collect --choose`` (pm_course/collect.py)."""
+        """The notebooks a student handed in together, for ``collect --choose`` (pm_course/steps/collect.py)."""
         return self.history / "choices"
 
     @property
@@ -159,7 +159,7 @@ class Course:
 
     @property
     def lock(self) -> Path:
-        """The lock every writing command holds (pm_course/state.py)."""
+        """The lock every writing command holds (pm_course/state/files.py)."""
         return self.folder / ".lock"
 
     @property
@@ -227,6 +227,12 @@ def expected_notebooks() -> dict[str, str]:
     'copying.ipynb'
     """
     return {name: source_notebook(name).name for name in assignment_names()}
+
+
+def is_test(cell) -> bool:
+    """Whether a notebook cell is one of the assignment's tests: a graded code cell that is not a solution."""
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 def source_hash(name: str) -> str:

@@ -15,7 +15,7 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from .course import Course, CourseError
+from pm_course.state.course import Course, CourseError
 
 FILES = ("submissions.csv",)  # the course's record of what was collected
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .course import CourseError, source_notebook
+from pm_course.state.course import CourseError, source_notebook
 
 
 def reference(assignment: str) -> dict[str, tuple[str, object, object]]:

@@ -7,7 +7,7 @@ than in it. :func:`match` finds, for every student and assignment, the one file
 meant (warning when its name differs), says why when there is none or several,
 and lists every file it did not use.
 
-The same matching serves the LMS downloads (:mod:`pm_course.collect`): what
+The same matching serves the LMS downloads (:mod:`pm_course.steps.collect`): what
 was found is kept in the course folder's manifest, ``course/submissions.csv``
 (:func:`write_manifest`), one row per student and assignment, with the LMS's
 identifiers, the late flag and the submission time where the LMS gives them.
@@ -17,10 +17,35 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .state import write_text
+from pm_course.state.files import write_text
+
+
+def slug(name: str) -> str:
+    """A name folded to ASCII letters and digits, as Canvas writes ``lastfirst``.
+
+    >>> slug("Núñez, José"), slug("Zoë O'Brien-Smith")
+    ('nunezjose', 'zoeobriensmith')
+    """
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]", "", folded.lower()) or "student"
+
+
+def is_test_student(name: str) -> bool:
+    """Whether ``name`` is Canvas's test student, as its gradebook ("Student, Test") or its zips ("studenttest") name it.
+
+    Its work is never graded nor exported.
+
+    >>> is_test_student("Student, Test"), is_test_student("studenttest"), is_test_student("Test Student")
+    (True, True, True)
+    >>> is_test_student("Testa, Stu")
+    False
+    """
+    return slug(name or "") in ("studenttest", "teststudent")
+
 
 GRADED, MISSING, FAILED = "graded", "not submitted", "could not be graded"
 NOT_YET = "not graded yet"                            # collected, not graded (new, or grading was interrupted)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from .assignments import assignments
-from .course import BIN, ROOT, Course
+from pm_course.grading.release import assignments
+from pm_course.state.course import BIN, ROOT, Course
 
 # what the course edition copies from the repository
 KEEP = ("_config.yml", "_toc.yml", "intro.md", "bibliography.md", "references.bib", "chapters", "_static", "_ext",

@@ -2,7 +2,7 @@
 
 Read with :mod:`tomllib` from the repository's root (or ``pm-course --config
 FILE``, or ``$PM_COURSE_CONFIG``), once, when a command starts: its
-:class:`Settings` are the course's (:attr:`pm_course.course.Course.settings`).
+:class:`Settings` are the course's (:attr:`pm_course.state.course.Course.settings`).
 ``pm-course init`` writes a commented one. Every key is optional::
 
     timezone = "America/Chicago"            # due dates and the LMS's submission times are read in it
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, tzinfo
 from pathlib import Path
 
-from .course import ROOT, CourseError, assignment_names
+from pm_course.state.course import ROOT, CourseError, assignment_names
 
 FILE_NAME = "course.toml"
 TOP_KEYS = ("timezone", "late_penalty", "scale", "scale_thresholds", "assignments", "extensions", "canvas",

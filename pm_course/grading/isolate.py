@@ -30,17 +30,13 @@ import functools
 import nbformat
 from nbconvert.preprocessors import Preprocessor
 
-from .course import exercises_dir
+from pm_course.state.course import exercises_dir, is_test
 
 MARK = "# pm-grader"
 
 
 def _meta(cell) -> dict:
     return cell.metadata.get("nbgrader", {})
-
-
-def is_test(cell) -> bool:
-    return cell.cell_type == "code" and bool(_meta(cell).get("grade")) and not _meta(cell).get("solution")
 
 
 def is_solution(cell) -> bool:

@@ -9,16 +9,16 @@ import csv
 import io
 from pathlib import Path
 
-from .course import CourseError
-from .state import write_text
+from pm_course.state.course import CourseError
+from pm_course.state.files import write_text
 
 COLUMNS = ("student_id", "assignment", "status", "reason", "score", "max_score",
            "late", "submitted", "name", "lms", "lms_id")
-COLUMNS += ("written_score", "written_max", "awaiting_review")  # the written answers (pm_course/review.py)
+COLUMNS += ("written_score", "written_max", "awaiting_review")  # the written answers (pm_course/steps/review.py)
 
 
 def read_grades(path: Path) -> dict[tuple[str, str], dict]:
-    """grades.csv's rows (``path``: :attr:`pm_course.course.Course.grades`) by (student, assignment) ({} when
+    """grades.csv's rows (``path``: :attr:`pm_course.state.course.Course.grades`) by (student, assignment) ({} when
     there is none)."""
     if not path.is_file():
         return {}
@@ -27,15 +27,15 @@ def read_grades(path: Path) -> dict[tuple[str, str], dict]:
 
 
 def entries(path: Path) -> list:
-    """grades.csv as :class:`pm_course.submissions.Entry` (scores as numbers), Canvas's test student left out.
+    """grades.csv as :class:`pm_course.state.submissions.Entry` (scores as numbers), Canvas's test student left out.
 
     Raises
     ------
     CourseError
         When nothing was graded yet.
     """
-    from .lms import is_test_student
-    from .submissions import Entry
+    from pm_course.state.submissions import is_test_student
+    from pm_course.state.submissions import Entry
 
     if not path.is_file():
         raise CourseError(f"no grades yet ({path} is missing): run pm-course grade first")
@@ -54,7 +54,7 @@ def entries(path: Path) -> list:
 
 
 def write_grades(rows: dict, out: Path) -> None:
-    """Write grades.csv whole (:func:`pm_course.state.write_text`): :data:`COLUMNS`, sorted by student and assignment."""
+    """Write grades.csv whole (:func:`pm_course.state.files.write_text`): :data:`COLUMNS`, sorted by student and assignment."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, COLUMNS, extrasaction="ignore")
     writer.writeheader()

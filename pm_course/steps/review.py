@@ -28,9 +28,9 @@ import math
 import re
 from pathlib import Path
 
-from . import state
-from .course import Course, CourseError, assignment_names
-from .reviews import (answer_parts, answer_record, awaiting, digest, graded_answers, notebook_stem,
+from pm_course.state import files as state
+from pm_course.state.course import Course, CourseError, assignment_names
+from pm_course.state.written import (answer_parts, answer_record, awaiting, digest, graded_answers, notebook_stem,
                       open_gradebook, part_text, points_text, save_answer_record, sync, written_cells, written_totals)
 
 SHEET = ("student_id", "cell", "max_points", "points", "comment", "answer", "answer_sha256")
@@ -58,7 +58,7 @@ def from_cell(text: str) -> str:
 
 # --- the review sheet and page -----------------------------------------------------------
 def _graded_students(course: Course, assignment: str) -> list[str]:
-    from .grades import read_grades
+    from pm_course.state.grades_csv import read_grades
 
     return sorted(s for (s, a), r in read_grades(course.grades).items() if a == assignment and r["status"] == "graded")
 
@@ -159,7 +159,7 @@ def _images(cell) -> dict:
 
 def _allowed(tag: str, name: str, value: str) -> bool:
     """Which attributes stay on the review page: the feedback pages' own, and a data: URL only as an image."""
-    from .feedback import SAFE_ATTRIBUTES
+    from pm_course.grading.feedback_page import SAFE_ATTRIBUTES
 
     if name not in SAFE_ATTRIBUTES.get(tag, []) and name not in SAFE_ATTRIBUTES["*"]:
         return False
@@ -183,7 +183,7 @@ def markdown_html(source: str, images: dict | None = None, escape: bool = True) 
     import bleach
     from nbconvert.filters.markdown_mistune import MarkdownWithMath
 
-    from .feedback import SAFE_TAGS, MathMLRenderer
+    from pm_course.grading.feedback_page import SAFE_TAGS, MathMLRenderer
 
     class Renderer(MathMLRenderer):
         def _embed_image_or_attachment(self, src: str) -> str:
@@ -247,7 +247,7 @@ def review_page(course: Course, assignment: str, rows: list[dict]) -> str:
     feedback pages; an answer written over several cells is shown whole; each
     text also as written.
     """
-    from .pages import CSP
+    from pm_course.state.pages import CSP
 
     e = html.escape
     cells = written_cells(assignment)
@@ -406,9 +406,9 @@ def status(course: Course, update: bool = True) -> str:
     With ``update`` (the course folder's lock held), grades.csv and the pages are first brought up to date
     with reviews entered since (:func:`sync`); without it, nothing is written and those rows show as out of date.
     """
-    from . import submissions as submissions_mod
-    from .grades import read_grades
-    from .pages import is_test_student
+    from pm_course.state import submissions as submissions_mod
+    from pm_course.state.grades_csv import read_grades
+    from pm_course.state.pages import is_test_student
 
     entries = submissions_mod.read_manifest(course.manifest)
     if not entries:
@@ -451,8 +451,8 @@ def status(course: Course, update: bool = True) -> str:
 
 def _out_of_date(course: Course, rows: dict, entries: list) -> list[str]:
     """The lines of status that list, per assignment, what is not graded and what is out of date."""
-    from . import fingerprints
-    from . import submissions as submissions_mod
+    from pm_course.state import fingerprints
+    from pm_course.state import submissions as submissions_mod
 
     found = fingerprints.stale(course, rows, {(e.student, e.assignment): e for e in entries})
     lines = []

@@ -25,12 +25,16 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import assignments as assignments_mod
-from . import fingerprints, hidden, lms, pages, reviews
-from . import submissions as submissions_mod
-from .grades import read_grades, write_grades  # grades.csv, kept in its own module
-from .state import write_text
-from .course import (Course, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
+from pm_course.grading import release as assignments_mod
+from pm_course.state import fingerprints
+from pm_course.grading import hidden
+from pm_course import lms
+from pm_course.state import pages
+from pm_course.state import written
+from pm_course.state import submissions as submissions_mod
+from pm_course.state.grades_csv import read_grades, write_grades  # grades.csv, kept in its own module
+from pm_course.state.files import write_text
+from pm_course.state.course import (Course, CourseError, api, expected_notebooks, max_points, source_hash, source_notebook,
                      worker_start)
 
 
@@ -106,7 +110,7 @@ def _autograde(course: Course, entry) -> tuple[str, str, str]:
     """Grade one student's notebook: (status, reason, log). Runs in a worker process when JOBS > 1.
 
     A fault of the machine (a sandbox or kernel that did not start, :func:`machine_fault`, or any
-    error raised here) is the machine's: status :data:`pm_course.submissions.MACHINE`, retried by
+    error raised here) is the machine's: status :data:`pm_course.state.submissions.MACHINE`, retried by
     the next ``grade``, never on a student's row or page. Whatever nbgrader recorded for the student
     before the fault is put back in the gradebook, and their feedback page is the one they had.
     """
@@ -122,7 +126,7 @@ def _autograde(course: Course, entry) -> tuple[str, str, str]:
 
 
 def _autograde_one(course: Course, entry) -> tuple[str, str, str]:
-    from . import sandbox
+    from pm_course import sandbox
 
     probes = course.probes / entry.student / entry.assignment
     shutil.rmtree(probes, ignore_errors=True)  # what the kernel probes this time, nothing older
@@ -208,9 +212,9 @@ def _restore_grades(course: Course, entry, saved: dict | None) -> str:
 
 
 def _repaired(entry) -> tuple[str | None, str]:
-    """What :mod:`pm_course.repair` did to this notebook: (why it could not be matched or None, the reason
+    """What :mod:`pm_course.grading.repair` did to this notebook: (why it could not be matched or None, the reason
     with a note per repair)."""
-    from . import repair
+    from pm_course.grading import repair
 
     key = (entry.assignment, entry.student)
     notes = repair.NOTES.pop(key, [])
@@ -328,7 +332,7 @@ def _run_all(course: Course, todo, n: int, done, stop: list) -> None:
         return
     import nbgrader.apps  # noqa: F401 -- imported once, here, rather than in every worker
 
-    from . import feedback  # noqa: F401 -- the feedback pages' exporter, likewise
+    from pm_course.grading import feedback_page as feedback  # noqa: F401 -- the feedback pages' exporter, likewise
 
     # the longest notebooks first, so that no worker is left with one at the end (the
     # instructor's notebook, with its outputs, is larger where there is more to run)
@@ -424,7 +428,8 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
         Where the source changed a written cell's points since its review, scale the review to the new
         points (``--rescale-reviews``); default: the review goes back to awaiting review.
     """
-    from . import limits, sandbox
+    from pm_course.sandbox import cell_limits as limits
+    from pm_course import sandbox
 
     print(sandbox.check())
     n = jobs(n_jobs)
@@ -470,7 +475,7 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
         sandbox.close_template()  # this process's warm kernel template: no notebook is left to fork a kernel for
     # written answers: a review stands while its answer and its points are unchanged; a changed answer awaits
     # review again, and so does one whose points the source changed (rescaled instead with rescale_reviews)
-    reviews.after_grading(course, todo, rescale=rescale_reviews)
+    written.after_grading(course, todo, rescale=rescale_reviews)
     _read_scores(course, chosen)
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
     unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
@@ -537,7 +542,7 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
 
 def _written_totals(course: Course, rows: dict) -> None:
     """grades.csv's written-answer columns (and scores) from the gradebook, formgrader reviews included."""
-    reviews.annotate(course, rows)
+    written.annotate(course, rows)
     waiting = sum(int(r.get("awaiting_review") or 0) for r in rows.values())
     if waiting:
         print(f"Written answers awaiting review: {waiting} (pm-course status; pm-course review ASSIGNMENT)")

@@ -47,9 +47,9 @@ try:
 except ImportError:  # an older jinja2
     from jinja2 import contextfilter  # type: ignore[attr-defined,no-redef]
 
-from .isolate import MARK as GRADER_MARK  # ends each line the grader adds to a test cell before running it
-from .isolate import judged
-from .pages import CSP
+from pm_course.grading.isolate import MARK as GRADER_MARK  # ends each line the grader adds to a test cell before running it
+from pm_course.grading.isolate import judged
+from pm_course.state.pages import CSP
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS[^\n]*\n?", re.S)
 MATHML_TAGS = {"math", "semantics", "annotation", "mrow", "mi", "mo", "mn", "ms", "mtext", "msup", "msub",
@@ -99,7 +99,7 @@ def without_paths(page: str, course: str = "") -> str:
     import sys
     from pathlib import Path
 
-    from .course import ROOT, exercises_dir
+    from pm_course.state.course import ROOT, exercises_dir
 
     for path, name in sorted(((str(p), n) for p, n in ((course, "course"), (exercises_dir(), "exercises"),
                                                          (ROOT, "."), (Path(sys.prefix), "python"),
@@ -365,7 +365,7 @@ class HideHiddenTests(Preprocessor):
     def reason(self, error, cell, span, function, points) -> tuple[str, str]:
         """(name, message) for an error in a graded cell."""
         ename, evalue = error.get("ename", ""), error.get("evalue", "")
-        if ename in ("CellTimeoutError", "KeyboardInterrupt"):  # how the grader stops a cell (pm_course/limits.py)
+        if ename in ("CellTimeoutError", "KeyboardInterrupt"):  # how the grader stops a cell (pm_course/sandbox/cell_limits.py)
             said = evalue if ename == "CellTimeoutError" and evalue.startswith("the cell ") else \
                 f"the cell used more than {self.cell_timeout} s of CPU time"
             return "TimeoutError", f"{said} and was stopped (is there a loop that never ends?): 0 of {points:g} points"
@@ -395,7 +395,7 @@ class AwaitingReview(Preprocessor):
     def preprocess(self, nb, resources):
         from nbgrader.api import Gradebook
 
-        from .reviews import awaiting
+        from pm_course.state.written import awaiting
 
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gradebook:

@@ -19,15 +19,21 @@ from __future__ import annotations
 import json
 import re
 
-from .course import Course
-from .state import write_text
+from pm_course.state.course import Course
+from pm_course.state.files import write_text
 
 BLANK = ("", "-")  # Moodle writes "-" for no grade
 
 
-def _number(text: str) -> float | None:
+def number(text) -> float | None:
+    """A number as a gradebook or an LMS writes it ("8", "8.0", "8,5" where commas are decimal points); None if not
+    one.
+
+    >>> number("8,5"), number(" 7 "), number("EX")
+    (8.5, 7.0, None)
+    """
     try:
-        return float(text.strip().replace(",", "."))
+        return float(str(text).strip().replace(",", "."))
     except ValueError:
         return None
 
@@ -94,12 +100,12 @@ class Guard:
                 return self._ours(key, ours)
             self.kept_edits.append(what)
             return current
-        now = _number(current)
+        now = number(current)
         if now is None:
             self.kept_marks.append(f"{who}: {current!r}")
             return current
-        exported = [_number(v) for v in self.mine.get(key, [])]
-        if any(v is not None and abs(v - now) < 0.005 for v in exported) or abs((_number(ours) or 0) - now) < 0.005:
+        exported = [number(v) for v in self.mine.get(key, [])]
+        if any(v is not None and abs(v - now) < 0.005 for v in exported) or abs((number(ours) or 0) - now) < 0.005:
             return self._ours(key, ours)
         last = exported[-1] if exported else None
         if late_policy and last is not None and 0 <= now < last - 0.005:

@@ -44,6 +44,8 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Integer, default
 
+from pm_course.state.course import is_test
+
 DEFAULT_CELL_CPU = 10
 WALL_FACTOR = 6  # the wall-clock backstop, in CPU limits: generous, for a loaded machine
 REPLAY_FACTOR = 3  # a replayed cell finished once within the limit: its second run may take this many limits
@@ -176,11 +178,6 @@ class KernelCpu:
 
 
 # --- what to replay -----------------------------------------------------------------------------
-
-def is_test(cell) -> bool:
-    meta = cell.metadata.get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
-
 
 DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

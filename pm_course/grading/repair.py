@@ -36,10 +36,11 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Unicode
 
-from .feedback import HIDDEN  # a hidden-test region, markers included
+from pm_course.grading.feedback_page import HIDDEN  # a hidden-test region, markers included
+from pm_course.state.course import is_test
 
 # what the last autograde of each (assignment, student) repaired, and why one could not be matched;
-# filled in the process that runs nbgrader (a grading worker), read there by pm_course.grade
+# filled in the process that runs nbgrader (a grading worker), read there by pm_course.steps.grade
 NOTES: dict[tuple[str, str], list[str]] = {}
 FAILURES: dict[tuple[str, str], str] = {}
 
@@ -59,10 +60,6 @@ def _meta(cell) -> dict:
 def _gid(cell) -> str | None:
     gid = _meta(cell).get("grade_id")
     return gid if isinstance(gid, str) else None
-
-
-def is_test(cell) -> bool:
-    return bool(_meta(cell).get("grade")) and not _meta(cell).get("solution") and cell.cell_type == "code"
 
 
 def names(source: str) -> set[str]:
@@ -106,7 +103,7 @@ def repair(nb, reference, assignment: str = "the assignment", earlier=()) -> lis
     assignment : str
         Its name, for the messages.
     earlier : sequence of NotebookNode
-        The student versions released before ``reference`` (:attr:`pm_course.course.Course.release_history`): a
+        The student versions released before ``reference`` (:attr:`pm_course.state.course.Course.release_history`): a
         cell whose metadata is one of theirs was changed by the instructor, not the student, and is
         noted as the source's change ("the source's points for 'why' changed from 2 to 3").
 
@@ -254,7 +251,7 @@ def _reference(course, assignment: str, notebook: str):
 
     Read once per process and version of the file (:func:`repair` never changes it).
     """
-    from .course import exercises_dir
+    from pm_course.state.course import exercises_dir
 
     released = course.release / assignment / f"{notebook}.ipynb"
     path = released if released.is_file() else exercises_dir() / assignment / f"{notebook}.ipynb"
@@ -281,11 +278,11 @@ class RestoreCells(Preprocessor):
     """Autograde step (before nbgrader's ``OverwriteCells``): :func:`repair` the notebook about to be graded."""
 
     enabled = True
-    # the course folder (pm_course.course.configure), whose student versions the notebook is matched to
+    # the course folder (pm_course.state.course.configure), whose student versions the notebook is matched to
     course_folder = Unicode("", help="the course folder").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from .course import Course
+        from pm_course.state.course import Course
 
         course = Course(Path(self.course_folder))
         info = resources.get("nbgrader", {})
