@@ -159,12 +159,19 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
     >>> est.shape
     (2,)
     """
+    return _first_order(model, *_patches(model, clean, corrupt, sites, positions), direction)
+
+
+def _patches(model, clean, corrupt, sites, positions) -> tuple:
+    """The runs, the sites one by one (activation sites and edges) and the positions patched, checked.
+
+    Returns ``clean, corrupt, parsed, keep``: ``keep`` a ``(T,)`` mask of the patched positions.
+    """
     clean, corrupt = model._tokens(clean), model._tokens(corrupt)
     if clean.shape != corrupt.shape:
         raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
                          " (row i of one is patched into row i of the other)")
-    sites = _one_by_one(sites)
-    parsed = [_sites(model, [s]) for s in sites]
+    parsed = [_sites(model, [s]) for s in _one_by_one(sites)]
     T = clean.shape[-1]
     keep = np.ones(T, bool)
     if positions is not None:
@@ -175,10 +182,10 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
             raise ValueError("path patching (paths.Edge sites) takes no positions")
         keep = np.zeros(T, bool)
         keep[positions] = True
-    return _first_order(model, clean, corrupt, parsed, direction, keep)
+    return clean, corrupt, parsed, keep
 
 
-def _first_order(model, clean, corrupt, parsed, direction, keep, star=False) -> np.ndarray:
+def _first_order(model, clean, corrupt, parsed, keep, direction, star=False) -> np.ndarray:
     """Attribution patching's estimates (AtP*'s, with ``star``: the softmax of query and key sites exact)."""
     g = backward.gradients(model, corrupt, direction)
     _, a_clean = _run(model, clean)
@@ -279,19 +286,4 @@ def atp_star(model: Model, clean, corrupt, sites, direction, positions=None) -> 
     >>> bool(np.isclose(atp_star(m, clean, corrupt, [(1, 0, "k")], d)[0], exact))
     True
     """
-    clean, corrupt = model._tokens(clean), model._tokens(corrupt)
-    if clean.shape != corrupt.shape:
-        raise ValueError(f"clean has shape {clean.shape} and corrupt {corrupt.shape}: they must match"
-                         " (row i of one is patched into row i of the other)")
-    parsed = [_sites(model, [s]) for s in _one_by_one(sites)]
-    T = clean.shape[-1]
-    keep = np.ones(T, bool)
-    if positions is not None:
-        positions = np.asarray(positions)
-        if positions.dtype.kind not in "iu" or positions.ndim != 1 or not ((positions >= -T) & (positions < T)).all():
-            raise ValueError(f"positions must be a list of integers in -{T} .. {T - 1}, got {positions!r}")
-        if any(edges for _, edges in parsed):
-            raise ValueError("path patching (paths.Edge sites) takes no positions")
-        keep = np.zeros(T, bool)
-        keep[positions] = True
-    return _first_order(model, clean, corrupt, parsed, direction, keep, star=True)
+    return _first_order(model, *_patches(model, clean, corrupt, sites, positions), direction, star=True)
