@@ -2,7 +2,7 @@
 
 The modules follow the book's chapters, and none imports a later one:
 :data:`ORDER` lists them in that order, with what each holds
-(``tests/attnlib/test_imports.py`` checks every import against it).
+(``tests/attnlib/test_module_order.py`` checks every import against it).
 Figures (:mod:`.plots`), interactive figures (:mod:`.widgets`), the hand-built
 example (:mod:`.example`) and the trained models (:mod:`.model`) are imported
 on demand.

@@ -42,7 +42,7 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate, repla
     left, and the logit is then linear in the removed writes:
 
     * ``"frozen attention"``: ``logit(ablated, weights frozen) - logit(clean)``,
-      what a path attribution (:func:`path_attribution`) of the removed heads sees;
+      what a path attribution (:func:`~attnlib.attribution.path_attribution`) of the removed heads sees;
     * ``"through attention"``: ``logit(ablated) - logit(ablated, weights frozen)``,
       the rest: what flows only through where later heads look.
 
@@ -106,7 +106,7 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate, repla
 
 
 def _one_by_one(sites) -> list:
-    """``sites`` as a list of single sites, as :func:`patch` reads one site or a list of them."""
+    """``sites`` as a list of single sites, as :func:`~attnlib.attribution.patch` reads one site or a list of them."""
     if isinstance(sites, (str, paths.Edge)) or (isinstance(sites, tuple) and sites
                                                  and isinstance(sites[0], numbers.Integral)):
         return [sites]
@@ -117,7 +117,7 @@ def _one_by_one(sites) -> list:
 def attribution_patching(model: Model, clean, corrupt, sites, direction, positions=None) -> np.ndarray:
     """First-order estimates of what patching each site changes in ``(direction * logits).sum()``.
 
-    Activation patching (:func:`patch`) runs the corrupt input once per site.
+    Activation patching (:func:`~attnlib.attribution.patch`) runs the corrupt input once per site.
     Attribution patching (Nanda, 2023; Kramár et al., 2024) estimates every
     site's effect at once from one backward pass at the corrupt run: the
     metric's gradient with respect to the site's activation, dotted with
@@ -135,7 +135,7 @@ def attribution_patching(model: Model, clean, corrupt, sites, direction, positio
     clean, corrupt : (..., T) array_like of int
         The same shape; batch rows are paired.
     sites : list
-        As :func:`patch` takes them: ``"embed"``, ``(layer, head)``,
+        As :func:`~attnlib.attribution.patch` takes them: ``"embed"``, ``(layer, head)``,
         ``(layer, head, "q" | "k" | "v")`` or a :class:`attnlib.paths.Edge`
         (the sender's write in the receiver's inputs ``via``); each is
         estimated alone.

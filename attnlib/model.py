@@ -62,7 +62,7 @@ class Cost:
 
 @contextlib.contextmanager
 def counting():
-    """Count the forward passes (:meth:`Model.run`) and backward passes (:func:`attnlib.backward.gradients`) in the block.
+    """Count the forward passes (:meth:`~attnlib.model.Model.run`) and backward passes (:func:`attnlib.backward.gradients`) in the block.
 
     Every method of chapter 17 runs the model through these two, so this is
     what each one costs, counted where the work is done. Blocks nest: each

@@ -518,7 +518,7 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
     Each node has a column of its own; each edge takes the straightest arc
     that passes no other node's box, and its value is written on it where the
     label meets no box and no other label. ``"(rest)"`` edges are not drawn
-    (:func:`graph_table` lists them).
+    (:func:`~attnlib.attribution.graph_table` lists them).
 
     Parameters
     ----------
