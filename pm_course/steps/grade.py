@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pm_course.grading import release as assignments_mod
@@ -403,9 +404,85 @@ def unchanged(course: Course, entries, before: dict, rows: dict | None = None) -
                  in (submissions_mod.GRADED, submissions_mod.FAILED))]
 
 
+@dataclass
+class Plan:
+    """What one ``pm-course grade`` will do, decided before any notebook is graded.
+
+    Attributes
+    ----------
+    entries : list of Entry
+        Everything collected (Canvas's test student left out): grades.csv gets a row for each.
+    chosen : list of Entry
+        The entries whose rows this run writes afresh (asked for, new or changed).
+    kept : list of Entry
+        Graded before from the same notebook and the same source: their rows are kept.
+    todo : list of Entry
+        The notebooks graded in this run (the chosen ones that were handed in).
+    asked : set of (str, str)
+        (student, assignment) of the chosen entries: the rows whose score changes are said.
+    before : dict
+        grades.csv's rows when the run started, by (student, assignment).
+    hashes : dict
+        course/graded.json when the run started: each graded notebook's and its source's SHA-256.
+    """
+
+    entries: list
+    chosen: list
+    kept: list
+    todo: list
+    asked: set
+    before: dict
+    hashes: dict
+
+
+@dataclass
+class Result:
+    """What a ``pm-course grade`` did: returned by :func:`grade`, and carried by :class:`Incomplete`.
+
+    Attributes
+    ----------
+    plan : Plan
+    rows : dict
+        The rows written to grades.csv, by (student, assignment).
+    changes : list of tuple
+        ((student, assignment), score or status before, max before, after, max after) for each asked-for row whose
+        score changed.
+    interrupted : bool
+        The run was stopped (Ctrl-C) before every notebook of ``plan.todo`` was graded.
+    """
+
+    plan: Plan
+    rows: dict
+    changes: list
+    interrupted: bool = False
+
+    @property
+    def graded(self) -> list:
+        """The entries graded in this run."""
+        return [e for e in self.plan.todo if e.status == submissions_mod.GRADED]
+
+    @property
+    def faulted(self) -> list:
+        """The notebooks not graded because of the machine (their rows are as they were)."""
+        return [e for e in self.plan.todo if e.status == submissions_mod.MACHINE]
+
+    @property
+    def unfinished(self) -> list:
+        """The notebooks left for the next run: a machine fault, or not reached before an interruption."""
+        return [e for e in self.plan.todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
+
+
+class Incomplete(CourseError):
+    """Grading ended with notebooks left to grade (a machine fault or an interruption); ``.result`` says which."""
+
+    def __init__(self, message: str, result: Result):
+        super().__init__(message)
+        self.result = result
+
+
 def grade(course: Course, submissions: Path | None = None, students=None, assignments=None,
-          n_jobs: int | None = None, everything: bool = False, rescale_reviews: bool = False) -> None:
-    """Grade what was collected (after collecting ``submissions``, a folder, when given); write grades.csv.
+          n_jobs: int | None = None, everything: bool = False, rescale_reviews: bool = False) -> Result:
+    """Grade what was collected; write grades.csv: :func:`plan`, :func:`run`, :func:`record`, :func:`report`.
 
     Only what is new or changed since the last run is graded: a notebook is
     graded again when it (its SHA-256) or its assignment's source changed, or
@@ -416,7 +493,7 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
     course : Course
         The course whose collected work it grades.
     submissions : Path, optional
-        ``DIR/<student>/<assignment>/<notebook>.ipynb``: collected first (``collect --from folder``).
+        Refused: the command line collects a folder first (``collect --from folder``).
     students, assignments : list of str, optional
         Regrade only these (default: everything collected); the other rows of
         grades.csv stay as they were.
@@ -427,16 +504,39 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
     rescale_reviews : bool
         Where the source changed a written cell's points since its review, scale the review to the new
         points (``--rescale-reviews``); default: the review goes back to awaiting review.
+
+    Returns
+    -------
+    Result
+        What was graded, kept and written.
+
+    Raises
+    ------
+    Incomplete
+        After writing and reporting, when a machine fault or an interruption left notebooks ungraded.
     """
     from pm_course.sandbox import cell_limits as limits
     from pm_course import sandbox
 
+    if submissions is not None:
+        raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
     print(sandbox.check())
     n = jobs(n_jobs)
     print(f"Grading {n} notebook(s) at a time (JOBS).")
     print(limits.describe())
-    if submissions is not None:
-        raise CourseError("grade DIR: the command line collects DIR first (collect --from folder DIR)")
+    chosen = plan(course, students, assignments, everything)
+    interrupted = run(course, chosen, n, rescale_reviews)
+    result = record(course, chosen, interrupted)
+    report(course, result)
+    return result
+
+
+def plan(course: Course, students=None, assignments=None, everything: bool = False) -> Plan:
+    """Decide what to grade: the asked-for entries that are new or changed (all of them with ``everything``).
+
+    An assignment whose source changed since its release is released again here (nbgrader generate_assignment)
+    and every submission of it is graded again.
+    """
     entries = submissions_mod.read_manifest(course.manifest)
     tests = sorted({e.student for e in entries if lms.is_test_student(e.name or e.student.rsplit("_", 1)[0])})
     if tests:  # Canvas's test student: never graded, never in grades.csv, never exported
@@ -455,28 +555,49 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
                   " generate_assignment) and regrading its submissions.")
         assignments_mod.assignments(course, changed)
     chosen = select(entries, students, assignments)
-    regrade = {(e.student, e.assignment) for e in chosen}
+    asked = {(e.student, e.assignment) for e in chosen}
     if released_again := [a for a in changed if (course.release / a).is_dir()]:
-        chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in regrade]
-        regrade = {(e.student, e.assignment) for e in chosen}
+        chosen += [e for e in entries if e.assignment in released_again and (e.student, e.assignment) not in asked]
+        asked = {(e.student, e.assignment) for e in chosen}
     before = read_grades(course.grades)
     hashes = fingerprints.graded_hashes(course)
     # only what is new or changed, unless asked for by name (--student, --assignment) or --all
-    same = [] if everything or students or assignments else \
+    kept = [] if everything or students or assignments else \
         [e for e in unchanged(course, chosen, hashes, before) if (e.student, e.assignment) in before]
-    if same:  # kept as they were graded: their rows below come from grades.csv
-        skip = {id(e) for e in same}
+    if kept:  # kept as they were graded: their rows come from grades.csv
+        skip = {id(e) for e in kept}
         chosen = [e for e in chosen if id(e) not in skip]
-        regrade -= {(e.student, e.assignment) for e in same}
+        asked -= {(e.student, e.assignment) for e in kept}
     todo = [e for e in chosen if e.status == submissions_mod.GRADED]
+    return Plan(entries, chosen, kept, todo, asked, before, hashes)
+
+
+def run(course: Course, plan: Plan, n_jobs: int, rescale_reviews: bool = False) -> bool:
+    """Grade ``plan.todo``, ``n_jobs`` at a time, each in its own sandbox; read the scores back. True if interrupted.
+
+    Each entry's status, reason and score say how its notebook fared; nothing is written to grades.csv here.
+    """
+    from pm_course import sandbox
+
     try:
-        interrupted = _autograde_all(course, todo, n)  # each in its own kernel: a broken notebook cannot take the others down
-    finally:
+        interrupted = _autograde_all(course, plan.todo, n_jobs)  # each in its own kernel: a broken notebook
+    finally:  # cannot take the others down
         sandbox.close_template()  # this process's warm kernel template: no notebook is left to fork a kernel for
     # written answers: a review stands while its answer and its points are unchanged; a changed answer awaits
     # review again, and so does one whose points the source changed (rescaled instead with rescale_reviews)
-    written.after_grading(course, todo, rescale=rescale_reviews)
-    _read_scores(course, chosen)
+    written.after_grading(course, plan.todo, rescale=rescale_reviews)
+    _read_scores(course, plan.chosen)
+    return interrupted
+
+
+def record(course: Course, plan: Plan, interrupted: bool = False) -> Result:
+    """Write grades.csv and course/graded.json from what :func:`run` left in ``plan``'s entries.
+
+    A machine fault keeps the row as it was (and what it was graded from); what was not graded has no
+    fingerprint, so the next run grades it. grades.csv is written before graded.json: a failure between the two
+    leaves notebooks to regrade, never a row claimed graded that is not.
+    """
+    before, hashes, todo, chosen = plan.before, dict(plan.hashes), plan.todo, plan.chosen
     sources = {a: source_hash(a) for a in {e.assignment for e in todo}}
     unfinished = [e for e in todo if e.status in (submissions_mod.MACHINE, submissions_mod.NOT_YET)]
     for e in todo:  # what was not graded has no fingerprint: the next grade grades it
@@ -491,53 +612,65 @@ def grade(course: Course, submissions: Path | None = None, students=None, assign
         if e.status in (submissions_mod.MISSING, submissions_mod.FAILED) and e not in todo:  # says what any
             hashes.pop(f"{e.student}/{e.assignment}", None)  # notebook scored; one put back is graded again
     _explain_lost_points(course, chosen)
-    rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in entries}},
-            **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in same},
+    rows = {**{k: v for k, v in before.items() if k in {(e.student, e.assignment) for e in plan.entries}},
+            **{(e.student, e.assignment): _refresh(before[(e.student, e.assignment)], e) for e in plan.kept},
             **{(e.student, e.assignment): _row(e) for e in chosen}}
-    for e in entries:  # collected, never graded: their manifest's status, without a score
+    for e in plan.entries:  # collected, never graded: their manifest's status, without a score
         rows.setdefault((e.student, e.assignment), _row(e) if e.status != submissions_mod.GRADED
                         else {**_row(e), "status": "not graded yet", "score": ""})
     _written_totals(course, rows)
-    faulted = [e for e in todo if e.status == submissions_mod.MACHINE]
-    for e in faulted:  # a machine fault records nothing: the row as it was (none: "not graded (machine error)")
+    for e in todo:  # a machine fault records nothing: the row as it was (none: "not graded (machine error)")
         key = (e.student, e.assignment)
-        if key in before:
+        if e.status == submissions_mod.MACHINE and key in before:
             rows[key] = before[key]
     write_grades(rows, course.grades)
-    write_text(course.graded_hashes, json.dumps(hashes, indent=1, sort_keys=True) + "\n")  # after grades.csv: a
-    # failure between the two leaves notebooks to regrade, never a row claimed graded that is not
-    _say_what_changed(before, rows, regrade, {(e.student, e.assignment) for e in todo})
-    everyone = [_entry(r) for r in rows.values()]
-    pages.remove_stale(course, everyone)  # no page may tell a student the score of work no longer graded
+    write_text(course.graded_hashes, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    rows = read_grades(course.grades)  # as grades.csv has them: every column, in its order
+    pages.remove_stale(course, [_entry(r) for r in rows.values()])  # no page may tell a student the score of
+    return Result(plan, rows, changes(before, rows, plan.asked), interrupted)  # work no longer graded
+
+
+def report(course: Course, result: Result) -> None:
+    """Print what a run did (changed scores, the summary, failures, where grades are); raise :class:`Incomplete`
+    when notebooks were left ungraded."""
+    from pm_course import sandbox
+
+    plan = result.plan
+    if result.changes:
+        print(f"Changed since the last grading ({len(result.changes)}):")
+        print("\n".join(f"  {s}/{a}: {was}/{old_max} -> {now}/{new_max}"
+                        for (s, a), was, old_max, now, new_max in result.changes))
+    elif any((e.student, e.assignment) in plan.before for e in plan.todo):
+        print("Regraded: no score changed.")
+    everyone = [_entry(r) for r in result.rows.values()]
     collected = sorted({e.assignment for e in everyone})  # mid-term, the assignments so far: not all of them
     print(submissions_mod.summary(everyone, {name: max_points(name) for name in collected}))
     for entry in everyone:
         if entry.status == submissions_mod.FAILED:
             print(f"  {entry.student}/{entry.assignment}: could not be graded: {entry.reason}")
-    graded = sum(e.status == submissions_mod.GRADED for e in todo)
-    if todo or not same:
-        print(f"Graded {graded} notebooks of {len({e.student for e in chosen})} students"
-              + ("" if len(chosen) == len(entries) else f" (of {len({e.student for e in entries})}: the rest kept)")
-              + ".")
+    if plan.todo or not plan.kept:
+        print(f"Graded {len(result.graded)} notebooks of {len({e.student for e in plan.chosen})} students"
+              + ("" if len(plan.chosen) == len(plan.entries)
+                 else f" (of {len({e.student for e in plan.entries})}: the rest kept)") + ".")
     else:
         print("Graded 0 notebooks: nothing new or changed since the last run.")
-    if same:
-        print(f"Unchanged since they were graded, kept: {len(same)} notebooks (pm-course grade --all grades"
+    if plan.kept:
+        print(f"Unchanged since they were graded, kept: {len(plan.kept)} notebooks (pm-course grade --all grades"
               " them again).")
     print(f"Grades:   {course.grades} (one row per student and assignment, with a status)")
     print(f"Feedback: {course.feedback}")
     if not sandbox.works():  # said at the start and again here, where the summary is read
         print(sandbox.unconfined_banner())
         print(sandbox.unconfined_banner(), file=sys.stderr)
-    if faulted:
-        raise CourseError(f"{len(faulted)} notebook(s) not graded because of the machine, not the student (their"
-                          " rows, scores and feedback pages are as they were; nothing is recorded for them):\n"
-                          + "\n".join(f"  {e.student}/{e.assignment}: {e.reason}" for e in faulted)
-                          + "\nFix it (free some disk space, let the sandbox start, ...) and run pm-course grade"
-                          " again: they are graded then.")
-    if interrupted:
-        raise CourseError(f"Interrupted: {len(todo) - len(unfinished)} notebook(s) graded and kept,"
-                          f" {len(unfinished)} not graded yet: run pm-course grade to grade them.")
+    if faulted := result.faulted:
+        raise Incomplete(f"{len(faulted)} notebook(s) not graded because of the machine, not the student (their"
+                         " rows, scores and feedback pages are as they were; nothing is recorded for them):\n"
+                         + "\n".join(f"  {e.student}/{e.assignment}: {e.reason}" for e in faulted)
+                         + "\nFix it (free some disk space, let the sandbox start, ...) and run pm-course grade"
+                         " again: they are graded then.", result)
+    if result.interrupted:
+        raise Incomplete(f"Interrupted: {len(plan.todo) - len(result.unfinished)} notebook(s) graded and kept,"
+                         f" {len(result.unfinished)} not graded yet: run pm-course grade to grade them.", result)
 
 
 def _written_totals(course: Course, rows: dict) -> None:
@@ -587,16 +720,14 @@ def _entry(row: dict):
     return entry
 
 
-def _say_what_changed(before: dict, after: dict, regraded: set, notebooks: set = frozenset()) -> None:
-    """Print each regraded score that differs from the one grades.csv had before.
+def changes(before: dict, after: dict, asked: set) -> list:
+    """The asked-for rows whose score (or status, where there is no score) or points differ from before.
 
-    ``notebooks`` are the rows whose notebook was graded in this run: "no score changed" is said only when one
-    of them had a row before (a row that stays "not submitted" was not regraded). A row without a score before
-    and after, in the same status ("not submitted" twice), changed nothing: no line, even when the assignment's
-    points moved.
+    Each is ((student, assignment), was, max before, now, max now). A row without a score before and after, in
+    the same status ("not submitted" twice), changed nothing, even when the assignment's points moved.
     """
-    changes = []
-    for key in sorted(regraded):
+    found = []
+    for key in sorted(asked):
         old, new = before.get(key), after.get(key)
         if old is None or new is None:
             continue
@@ -605,9 +736,5 @@ def _say_what_changed(before: dict, after: dict, regraded: set, notebooks: set =
         was = old["score"] or old["status"]
         now = new["score"] or new["status"]
         if (was, old["max_score"]) != (now, new["max_score"]):
-            changes.append(f"  {key[0]}/{key[1]}: {was}/{old['max_score']} -> {now}/{new['max_score']}")
-    if changes:
-        print(f"Changed since the last grading ({len(changes)}):")
-        print("\n".join(changes))
-    elif any(k in before for k in notebooks):
-        print("Regraded: no score changed.")
+            found.append((key, was, old["max_score"], now, new["max_score"]))
+    return found
