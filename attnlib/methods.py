@@ -44,7 +44,11 @@ def effect_split(model: Model, tokens, position: int, target: int, ablate, repla
     * ``"frozen attention"``: ``logit(ablated, weights frozen) - logit(clean)``,
       what a path attribution (:func:`~attnlib.attribution.path_attribution`) of the removed heads sees;
     * ``"through attention"``: ``logit(ablated) - logit(ablated, weights frozen)``,
-      the rest: what flows only through where later heads look.
+      the rest: what changes once later heads' attention weights move. It
+      is not only the change of where they look: a later head's output is
+      ``A V``, and ``(A + dA)(V + dV) - A V = A dV + dA V + dA dV``; the frozen
+      part keeps ``A dV``, and the interaction ``dA dV`` (moved weights on
+      changed values) falls in this part with ``dA V``.
 
     The two add up to the effect exactly (by construction; the
     :class:`Attribution` checks the sum against the two runs).
