@@ -291,3 +291,118 @@ def atp_star(model: Model, clean, corrupt, sites, direction, positions=None) -> 
     True
     """
     return _first_order(model, *_patches(model, clean, corrupt, sites, positions), direction, star=True)
+
+
+def linearised_softmax(base, layer: int, head: int):
+    """An edit of ``(layer, head, "weights")``: the head's softmax to first order around the ``base`` run.
+
+    The attention weights become ``A0 + J (S - S0)``: ``A0`` and ``S0`` the
+    base run's weights and scores, ``J`` the softmax's Jacobian there, row by
+    row ``dA = A0 * (dS - sum(A0 * dS))``. Masked keys keep weight zero. With
+    the run's scores equal to the base run's it returns ``A0`` unchanged.
+
+    Parameters
+    ----------
+    base : sites.Cache
+        The run the softmax is linearised around (``Model.run(tokens).cache``).
+    layer, head : int
+
+    Returns
+    -------
+    (site, edit)
+        For :meth:`attnlib.model.Model.run`'s ``edits``.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> tokens = np.array([50, 3, 7, 3, 7])
+    >>> base = m.run(tokens).cache
+    >>> bool(np.allclose(m.run(tokens, [linearised_softmax(base, 1, 0)]).logits, m.forward(tokens)))
+    True
+    """
+    A0, S0 = base[layer, head, "weights"], base[layer, head, "scores"]  # (..., T, T)
+    seen = np.isfinite(S0)
+
+    def edit(site, value, cache):
+        dS = np.where(seen, cache[layer, head, "scores"] - np.where(seen, S0, 0.0), 0.0)
+        return A0 + A0 * (dS - (A0 * dS).sum(-1, keepdims=True))
+
+    return (layer, head, "weights"), edit
+
+
+def error_split(model: Model, clean, corrupt, site, direction) -> dict:
+    """Where attribution patching's error for one site comes from, softmax by softmax.
+
+    The site's exact effect is ``metric(patch(model, clean, corrupt, [site])) -
+    metric(corrupt)`` (denoising) and its estimate is
+    :func:`attribution_patching`'s. The estimate linearises every softmax the
+    patch reaches, and drops products of changes (a moved attention weight
+    times a changed value). Linearising one of those softmaxes at a time,
+    around the corrupt run, with the others exact, gives that head's share of
+    the error: the patched run's metric with that softmax alone linear,
+    minus the exact one. With all of them linear at once, what is left
+    between that run and the estimate is the products (``"products"``); what
+    the heads' shares do not account for of the rest is their interaction
+    (``"interaction"``). By construction::
+
+        exact + sum(shares) + interaction + products == estimate
+
+    Parameters
+    ----------
+    model : Model
+    clean, corrupt : (..., T) array_like of int
+        The same shape; batch rows are paired.
+    site : str or tuple
+        ``"embed"``, ``(layer, head)`` or ``(layer, head, "q" | "k" | "v")``, as
+        :func:`~attnlib.attribution.patch` takes it.
+    direction : (..., T, vocab) array_like
+        The metric's weights on the logits.
+
+    Returns
+    -------
+    dict
+        ``"exact"``, ``"estimate"``, one share per head ``(layer, head)``
+        whose softmax the patch reaches (the site's own head for its queries
+        or keys, and every head of a later layer), ``"interaction"`` and
+        ``"products"``.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean, corrupt = np.array([50, 3, 7, 3, 7]), np.array([50, 3, 7, 9, 8])
+    >>> d = np.zeros((5, m.vocab)); d[3, 7] = 1.0
+    >>> split = error_split(m, clean, corrupt, (0, 2), d)
+    >>> sorted(k for k in split if isinstance(k, tuple))
+    [(1, 0), (1, 1), (1, 2), (1, 3)]
+    >>> parts = sum(v for k, v in split.items() if k not in ("exact", "estimate"))
+    >>> bool(np.isclose(split["exact"] + parts, split["estimate"]))
+    True
+    """
+    clean, corrupt, parsed, _ = _patches(model, clean, corrupt, [site], None)
+    (acts, edges), = parsed
+    if edges or not acts:
+        raise ValueError(f"error_split takes one activation site ('embed', (layer, head) or (layer, head, 'q' | 'k'"
+                         f" | 'v')), got {site!r}")
+    s = acts[0]
+    direction = np.asarray(direction)
+    source = model.run(clean).cache
+    base = model.run(corrupt).cache
+    put = (s, source[s])
+
+    def metric(edits) -> float:
+        return float((direction * model.run(corrupt, [put, *edits], cache=False).logits).sum())
+
+    first = 0 if s == "embed" else s[0] + (len(s) == 2 or s[2] == "v")  # the first layer whose softmax moves
+    heads = [(l, h) for l in range(first, len(model.layers)) for h in range(model.layers[l].n_heads)
+             if l > first or s == "embed" or len(s) == 2 or s[2] == "v" or h == s[1]]
+    exact = metric([])
+    split = {"exact": exact - float((direction * base["logits"]).sum()),
+             "estimate": float(attribution_patching(model, clean, corrupt, [site], direction)[0])}
+    for lh in heads:
+        split[lh] = metric([linearised_softmax(base, *lh)]) - exact
+    linear = metric([linearised_softmax(base, *lh) for lh in heads]) - exact
+    split["interaction"] = linear - sum(split[lh] for lh in heads)
+    split["products"] = split["estimate"] - split["exact"] - linear
+    return split

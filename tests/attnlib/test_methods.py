@@ -129,3 +129,66 @@ def test_attribution_patching_bad_input(toy, fresh):
         attribution_patching(toy, clean, corrupt[:-1], [(1, 0)], d)
     with pytest.raises(ValueError, match=r"site \(2, 0\)"):
         attribution_patching(toy, clean, corrupt, [(2, 0)], d)
+
+
+# --- linearised_softmax and error_split ---------------------------------------------
+
+def test_linearised_softmax_is_the_softmax_to_first_order(toy, fresh):
+    """Against the softmax of scores moved by eps: the linear weights' error shrinks as eps squared."""
+    from attnlib.methods import linearised_softmax
+
+    tokens = fresh.tokens[:2]
+    base = toy.run(tokens).cache
+    S0 = base[1, 2, "scores"]
+    dS = np.where(np.isfinite(S0), np.random.default_rng(0).normal(size=S0.shape), 0.0)
+    site, edit = linearised_softmax(base, 1, 2)
+    assert site == (1, 2, "weights")
+    errors = []
+    for eps in (1e-2, 1e-3):
+        moved = S0 + eps * dS
+        exact = np.exp(moved - moved.max(-1, keepdims=True))
+        exact /= exact.sum(-1, keepdims=True)
+        linear = edit(site, None, {(1, 2, "scores"): moved})
+        assert np.allclose(linear.sum(-1), 1) and (np.triu(linear[0], 1) == 0).all()
+        errors.append(np.abs(linear - exact).max())
+    assert errors[1] < errors[0] / 50  # second order: 100 times smaller for 10 times smaller eps
+
+
+def test_error_split_of_a_key_site_is_its_heads_softmax_alone(toy, fresh):
+    """A layer-1 key site crosses one softmax, and the metric is linear in that head's weights: linearising it
+    gives attribution patching's estimate (a separate computation, from the backward pass) exactly."""
+    from attnlib.methods import error_split
+
+    clean = fresh.tokens[:4]
+    corrupt = clean.copy()
+    rng = np.random.default_rng(1)
+    for row in corrupt:
+        row[1:] = rng.permutation(row[1:])
+    d = np.random.default_rng(2).normal(size=clean.shape + (toy.vocab,))
+    split = error_split(toy, clean, corrupt, (1, 3, "k"), d)
+    assert [k for k in split if isinstance(k, tuple)] == [(1, 3)]
+    exact = (d * patch(toy, clean, corrupt, [(1, 3, "k")])).sum() - (d * toy.forward(corrupt)).sum()
+    assert split["exact"] == pytest.approx(exact, abs=1e-9)
+    assert split["estimate"] == pytest.approx(attribution_patching(toy, clean, corrupt, [(1, 3, "k")], d)[0])
+    assert split["products"] == pytest.approx(0, abs=1e-9) and split["interaction"] == pytest.approx(0, abs=1e-9)
+    assert split[1, 3] == pytest.approx(split["estimate"] - split["exact"], abs=1e-9)
+    assert abs(split[1, 3]) > 1e-3  # a real error, not an empty split
+
+
+def test_error_split_heads_and_the_sum(toy, fresh):
+    from attnlib.methods import error_split
+
+    clean, corrupt = fresh.tokens[:2], fresh.tokens[2:4]
+    d = np.random.default_rng(3).normal(size=clean.shape + (toy.vocab,))
+    embed = error_split(toy, clean, corrupt, "embed", d)
+    assert {k for k in embed if isinstance(k, tuple)} == {(l, h) for l in range(2) for h in range(4)}
+    write = error_split(toy, clean, corrupt, (1, 0), d)  # read by the logits only: no softmax, no error
+    assert [k for k in write if isinstance(k, tuple)] == []
+    assert write["estimate"] == pytest.approx(write["exact"], abs=1e-9)
+    for split in (embed, error_split(toy, clean, corrupt, (0, 1, "q"), d)):
+        parts = sum(v for k, v in split.items() if k not in ("exact", "estimate"))
+        assert split["exact"] + parts == pytest.approx(split["estimate"], abs=1e-9)
+    assert {k for k in error_split(toy, clean, corrupt, (0, 1, "q"), d) if isinstance(k, tuple)} == {
+        (0, 1), (1, 0), (1, 1), (1, 2), (1, 3)}
+    with pytest.raises(ValueError, match="one activation site"):
+        error_split(toy, clean, corrupt, Edge((0, 1), (1, 0), "k"), d)
