@@ -206,13 +206,13 @@ def token_losses(model, tokens, targets, batch: int = 32, ablate=(), edges=()) -
 
 
 def repeat_losses(model, tokens, ablate=(), edges=()) -> np.ndarray:
-    """Mean loss on each copy of repeated sequences (the first copy is unpredictable).
+    """Mean loss on each occurrence of repeated sequences (the first occurrence is unpredictable).
 
     Returns
     -------
-    (copies,) ndarray
-        Nats per token when predicting each copy's tokens (the first
-        copy's first token, predicted from BOS, included).
+    (occurrences,) ndarray
+        Nats per token when predicting each occurrence's tokens (the first
+        occurrence's first token, predicted from BOS, included).
     """
     tokens = np.asarray(tokens)
     losses = token_losses(model, tokens[:, :-1], tokens[:, 1:], ablate=ablate, edges=edges)  # (n, T - 1)
@@ -387,7 +387,7 @@ def measure(model, n: int = 64, seed: int = 0) -> dict:
 
     The best previous-token head of layer 0 and prefix-matching head of the
     last layer on :func:`repeated_random` sequences, the prefix-matching
-    score again with each layer-0 head ablated, the loss on each copy, and
+    score again with each layer-0 head ablated, the loss on each occurrence, and
     the in-context score on every held-out window.
 
     Returns
