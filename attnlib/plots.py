@@ -512,13 +512,34 @@ def model_overview(tokens=("the", "cat", "sat"), predictions=("cat", "sat", "on"
     return ax.figure
 
 
+def _label_box(text: str, ax, style: str = "normal") -> tuple:
+    """The width and height, in pixels, of a value's label at fontsize 9 with its box (measured, and a margin)."""
+    renderer = ax.figure.canvas.get_renderer()
+    t = ax.text(0, 0, text, fontsize=9, style=style, bbox=dict(boxstyle="round,pad=0.12"))
+    t.update_bbox_position_size(renderer)
+    box = t.get_bbox_patch().get_window_extent(renderer)
+    t.remove()
+    return box.width + 3, box.height + 2
+
+
+def _clear(at, w, h, boxes, placed) -> bool:
+    """Whether a label of ``w`` by ``h`` pixels centred ``at`` meets none of ``boxes`` (node extents) and
+    none of ``placed`` ((x0, y0, x1, y1) of the labels drawn so far)."""
+    x0, y0, x1, y1 = at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2
+    if any(x0 < b.x1 and b.x0 < x1 and y0 < b.y1 and b.y0 < y1 for b in boxes):
+        return False
+    return not any(x0 < c and a < x1 and y0 < d and b < y1 for a, b, c, d in placed)
+
+
 def plot_graph(links, ax=None, token_names=None, tokens=None):
     """Draw an attribution graph: positions across, levels up; edge width by ``|value|`` within its unit.
 
     Each node has a column of its own; each edge takes the straightest arc
     that passes no other node's box, and its value is written on it where the
-    label meets no box and no other label. ``"(rest)"`` edges are not drawn
-    (:func:`~attnlib.attribution.graph_table` lists them).
+    label meets no box and no other label. A node's ``"(rest)"`` edge (the
+    sum of the edges left out) is written beside the node, ``rest +0.41``
+    (:func:`~attnlib.attribution.graph_table` lists every edge). A legend
+    below says what colour and line style mean.
 
     Parameters
     ----------
@@ -537,8 +558,9 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
         raise ValueError("plot_graph labels an embedding node with the token at its position: give both"
                          " token_names and tokens (the sequence), or neither")
     if ax is None:
-        _, ax = plt.subplots(figsize=(12, 6.5))
+        _, ax = plt.subplots(figsize=(12, 7.5), layout="constrained")
     drawn = [e for e in links if e.source.term != "(rest)"]
+    rest = [e for e in links if e.source.term == "(rest)" and e.target in {n for d in drawn for n in (d.source, d.target)}]
     nodes = sorted({n for e in drawn for n in (e.source, e.target)}, key=lambda n: (n.position, n.level, n.term))
     xy = {n: (2.2 * j, 2.0 * n.level) for j, n in enumerate(nodes)}  # one column per node
     cmap = plt.get_cmap("viridis")
@@ -546,17 +568,45 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
     xs = [x for x, _ in xy.values()]
     ys = [y for _, y in xy.values()]
     ax.set_xlim(min(xs) - 1.3, max(xs) + 1.3)
-    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.5)
+    ax.set_ylim(min(ys) - 1.8, max(ys) + 0.6)  # room for a row's nodes stepped down (below)
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=cmap(0.85), lw=3, label="adds to its target"),
+               Line2D([], [], color=cmap(0.3), lw=3, label="takes from it"),
+               Line2D([], [], color="grey", lw=1.5, label="in logits"),
+               Line2D([], [], color="grey", lw=1.5, ls=(0, (4, 1.5)), label="in score-contrast units")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=4, fontsize=9, frameon=False)
+    ax.set_xticks([])
+    levels = sorted({n.level for n in nodes})
+    top_level = max(n.level for n in nodes if n.term.startswith("logit")) if any(
+        n.term.startswith("logit") for n in nodes) else None
+    ax.set_yticks([2.0 * v for v in levels],
+                  ["embedding" if v == 0 else "logit" if v == top_level else
+                   f"layer {int(v - 0.5)} score" if v % 1 else f"layer {int(v) - 1}" for v in levels])
+    ax.set_xlabel("nodes by position, left to right (each label ends with its position)")
+    ax.figure.draw_without_rendering()  # the layout settled: pixel positions below stay true
     # the nodes first: their boxes (in pixels) are what the edges and their labels keep clear of
     boxes = {}
     for n, (x, y) in xy.items():
         label = n.term
         if n.term == "embed" and tokens is not None:
             label = f"embed\n{token_names[int(np.asarray(tokens)[n.position])]!r}"
-        boxes[n] = ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=8, zorder=4,
+        boxes[n] = ax.text(x, y, f"{label}\n@{n.position}", ha="center", va="center", fontsize=10, zorder=4,
                            color="black", bbox=dict(boxstyle="round,pad=0.3", fc=cmap(0.6), ec="black", lw=0.5))
     renderer = ax.figure.canvas.get_renderer()
-    extent = {n: t.get_window_extent(renderer).expanded(1.15, 1.3) for n, t in boxes.items()}
+
+    def box_of(n):  # the box drawn around the label, not only its text, in pixels
+        boxes[n].update_bbox_position_size(renderer)
+        return boxes[n].get_bbox_patch().get_window_extent(renderer).expanded(1.06, 1.1)
+
+    extent = {n: box_of(n) for n in nodes}
+    for a, b in zip(nodes, nodes[1:]):  # a node whose box would touch its neighbour's on the same row steps
+        if a.level == b.level and xy[a][1] == 2.0 * a.level and extent[a].overlaps(extent[b]):  # down
+            xy[b] = (xy[b][0], 2.0 * b.level - 0.9)
+            boxes[b].set_position(xy[b])
+            extent[b] = box_of(b)
+    if not any(xy[n][1] != 2.0 * n.level for n in nodes):  # no row stepped down: no room kept for one
+        ax.set_ylim(min(ys) - 0.9, max(ys) + 0.6)
+        extent = {n: box_of(n) for n in nodes}
     to_px, to_data = ax.transData.transform, ax.transData.inverted().transform
     along = np.linspace(0, 1, 41)[:, None]
 
@@ -574,7 +624,7 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
         others = [b for n, b in extent.items() if n not in (e.source, e.target)]
         # the straightest bend whose curve keeps clear of every other node's box
         sign = -1.0 if p1[0] > p0[0] else 1.0  # rise, then cross
-        steps = (0.15, 0.25, 0.35, 0.5, 0.65, 0.8)
+        steps = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.42, 0.5, 0.58, 0.65, 0.72, 0.8, 0.9, 1.0)
         bends = [0.0] + [sign * b for b in steps] + [-sign * b for b in steps]
         bend = min(bends, key=lambda b: sum(hits(curve(p0, p1, b)[2:-2], box) for box in others))
         colour = cmap(0.85 if e.value >= 0 else 0.3)  # both readable on white and on black
@@ -587,26 +637,26 @@ def plot_graph(links, ax=None, token_names=None, tokens=None):
         # the value on its curve, at the first point along it where its box meets no node and no label
         points = curve(p0, p1, bend)
         text = f"{e.value:+.2f}"
-        w, h = 5.2 * len(text) + 6, 14  # the label's box at fontsize 7, in pixels (72 dpi)
-        w, h = w * ax.figure.dpi / 72, h * ax.figure.dpi / 72
+        w, h = _label_box(text, ax)
 
-        def clear(at):
-            x0, y0, x1, y1 = at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2
-            if any(x0 < b.x1 and b.x0 < x1 and y0 < b.y1 and b.y0 < y1 for b in extent.values()):
-                return False
-            return not any(x0 < c and a < x1 and y0 < d and b < y1 for a, b, c, d in placed)
-
-        order = sorted(range(8, 34), key=lambda i: abs(i - 20))  # from the middle of the curve outwards
-        at = next((points[i] for i in order if clear(points[i])), points[20])
+        order = sorted(range(5, 37), key=lambda i: abs(i - 20))  # from the middle of the curve outwards,
+        spots = [points[i] for i in order] + [points[i] + (0, dy) for dy in (h, -h)  # then just beside it
+                                               for i in order]
+        at = next((p for p in spots if _clear(p, w, h, extent.values(), placed)), points[20])
         placed.append((at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2))
-        ax.text(*to_data(at), text, fontsize=7, ha="center", va="center", zorder=3, color="black",
+        ax.text(*to_data(at), text, fontsize=9, ha="center", va="center", zorder=3, color="black",
                 bbox=dict(boxstyle="round,pad=0.12", fc="white", ec=colour, lw=0.6))
-    ax.set_xticks([])
-    levels = sorted({n.level for n in nodes})
-    top_level = max(n.level for n in nodes if n.term.startswith("logit")) if any(
-        n.term.startswith("logit") for n in nodes) else None
-    ax.set_yticks([2.0 * v for v in levels],
-                  ["embedding" if v == 0 else "logit" if v == top_level else
-                   f"layer {int(v - 0.5)} score" if v % 1 else f"layer {int(v) - 1}" for v in levels])
-    ax.set_xlabel("nodes by position, left to right (each label ends with its position)")
+    for e in rest:  # beside its node: below it, else above, else to a side, where it meets no box and no label
+        text = f"rest {e.value:+.2f}"
+        w, h = _label_box(text, ax, "italic")
+        b = extent[e.target]
+        spots = [((b.x0 + b.x1) / 2, b.y0 - h / 2 - 1), ((b.x0 + b.x1) / 2, b.y1 + h / 2 + 1),
+                 (b.x1 + w / 2 + 1, (b.y0 + b.y1) / 2), (b.x0 - w / 2 - 1, (b.y0 + b.y1) / 2)]
+        inside = ax.get_window_extent(renderer)
+        spots = [p for p in spots if inside.x0 + w / 2 < p[0] < inside.x1 - w / 2
+                 and inside.y0 + h / 2 < p[1] < inside.y1 - h / 2] or spots
+        at = next((np.array(p) for p in spots if _clear(p, w, h, extent.values(), placed)), np.array(spots[0]))
+        placed.append((at[0] - w / 2, at[1] - h / 2, at[0] + w / 2, at[1] + h / 2))
+        ax.text(*to_data(at), text, fontsize=9, ha="center", va="center", zorder=3, color="black", style="italic",
+                bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="grey", lw=0.6, ls=":"))
     return ax
