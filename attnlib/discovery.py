@@ -81,23 +81,88 @@ def _layer(sender) -> int:
     return -1 if isinstance(sender, str) else sender[0]
 
 
+class MeanAblation:
+    """Mean ablation as the corruption: a noised edge carries its sender's mean write over ``reference``.
+
+    Pass it as ``corrupt`` to :func:`edge_effects` or :func:`acdc`: each
+    noised edge then carries, in its receiver's input, the sender's write
+    averaged over the ``reference`` sequences at each position, instead of
+    its write in a paired corrupt run (:func:`attnlib.paths.trace` with
+    ``how="mean"`` does the same for path cuts). The mean keeps what a write
+    has in common across sequences and takes out only what depends on this
+    one.
+
+    Parameters
+    ----------
+    reference : (n, T) array_like of int
+        Sequences as long as the clean ones.
+
+    Examples
+    --------
+    >>> from attnlib.model import load
+    >>> m = load("induction")
+    >>> clean = np.array([[50, 11, 12, 13, 14, 15, 16, 11, 12, 13, 14, 15, 16]])
+    >>> ref = np.random.default_rng(0).integers(0, 50, (8, 13)); ref[:, 0] = 50
+    >>> d = np.zeros((1, 13, m.vocab)); d[0, 9, 14] = 1.0
+    >>> fx = edge_effects(m, clean, MeanAblation(ref), d)
+    >>> round(fx[Edge((0, 2), (1, 1), "k")], 2) < 0
+    True
+    """
+
+    def __init__(self, reference):
+        self.reference = reference
+
+    def __repr__(self) -> str:
+        return f"MeanAblation(<{np.shape(self.reference)} reference>)"
+
+
+class _Means:
+    """A stand-in for the corrupt run's trace: each site's mean over the reference run, as wide as the clean batch."""
+
+    def __init__(self, cache, batch: tuple):
+        self._cache, self._batch = cache, batch
+
+    @property
+    def cache(self):
+        return self
+
+    def __getitem__(self, site) -> np.ndarray:
+        mean = self._cache[site].mean(axis=0)  # (T, ...)
+        return np.broadcast_to(mean, self._batch + mean.shape)
+
+
 class _Runs:
     """The clean and corrupt runs of one problem, and the metric of the clean run with edges noised."""
 
-    def __init__(self, model, clean, corrupt, direction):
+    def __init__(self, model, clean, corrupt, direction, method: str = ""):
         if not isinstance(model, Model):
             raise TypeError(f"model must be an attnlib Model, got {type(model).__name__}")
         self.model = model
-        self.clean, self.corrupt = model._tokens(clean), model._tokens(corrupt)
-        if self.clean.shape != self.corrupt.shape:
-            raise ValueError(f"clean has shape {self.clean.shape} and corrupt {self.corrupt.shape}: they must"
-                             " match (row i of one is noised from row i of the other)")
+        self.clean = model._tokens(clean)
+        self.mean = isinstance(corrupt, MeanAblation)
+        if self.mean:
+            if method:
+                raise ValueError(f"{method} needs a paired corrupt run; mean ablation (MeanAblation) is for"
+                                 " edge_effects and acdc")
+            self.reference = model._tokens(corrupt.reference)
+            if self.reference.ndim != 2 or self.reference.shape[1] != self.clean.shape[-1]:
+                raise ValueError(f"MeanAblation's reference must be (n, T) sequences with T = {self.clean.shape[-1]}"
+                                 f" as the clean ones, got shape {self.reference.shape}")
+            self.corrupt = self.clean  # no corrupt tokens: the means stand in for the corrupt run's writes
+        else:
+            self.corrupt = model._tokens(corrupt)
+            if self.clean.shape != self.corrupt.shape:
+                raise ValueError(f"clean has shape {self.clean.shape} and corrupt {self.corrupt.shape}: they must"
+                                 " match (row i of one is noised from row i of the other)")
         self.direction = backward.check_direction(model, self.clean, direction)
         self.metric = self.direction if isinstance(self.direction, Metric) else Linear(self.direction)
 
     def traces(self):
         self.clean_trace = self.model.trace(self.clean)
-        self.corrupt_trace = self.model.run(self.corrupt)
+        if self.mean:
+            self.corrupt_trace = _Means(self.model.run(self.reference).cache, self.clean.shape[:-1])
+        else:
+            self.corrupt_trace = self.model.run(self.corrupt)
         self.base = self.metric_of(self.clean_trace.logits)
 
     def metric_of(self, logits) -> float:
@@ -125,8 +190,9 @@ def edge_effects(model: Model, clean, corrupt, direction, edges=None) -> dict:
     Parameters
     ----------
     model : Model
-    clean, corrupt : (..., T) array_like of int
-        The same shape; batch rows are paired.
+    clean : (..., T) array_like of int
+    corrupt : (..., T) array_like of int, or MeanAblation
+        The same shape as ``clean``, batch rows paired; or :class:`MeanAblation`.
     direction : (..., T, vocab) array_like, or Metric
         The metric's weights on the logits, or a :class:`attnlib.objectives.Metric`.
     edges : list of Edge, optional
@@ -189,7 +255,7 @@ def eap(model: Model, clean, corrupt, direction, edges=None) -> dict:
     >>> bool(np.isclose(est[e], fx[e])), round(est[k], 2), round(fx[k], 2)   # a saturated softmax: far off
     (True, -8.34, -0.64)
     """
-    runs = _Runs(model, clean, corrupt, direction)
+    runs = _Runs(model, clean, corrupt, direction, "eap")
     g = backward.gradients(model, runs.clean, runs.direction)
     corrupt_trace = model.run(runs.corrupt)
     out = {}
@@ -247,7 +313,7 @@ def eap_ig(model: Model, clean, corrupt, direction, steps: int = 5, edges=None) 
     """
     if not isinstance(steps, numbers.Integral) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
-    runs = _Runs(model, clean, corrupt, direction)
+    runs = _Runs(model, clean, corrupt, direction, "eap_ig")
     clean_trace, corrupt_trace = model.run(runs.clean), model.run(runs.corrupt)
     start, end = clean_trace.cache["embed"], corrupt_trace.cache["embed"]
     inputs, final = [0.0] * model.n_layers, 0.0  # per layer (..., 3, n_heads, T, d_model); (..., T, d_model)
@@ -291,7 +357,9 @@ def acdc(model: Model, clean, corrupt, direction, threshold: float, test: str = 
     Parameters
     ----------
     model : Model
-    clean, corrupt : (..., T) array_like of int
+    clean : (..., T) array_like of int
+    corrupt : (..., T) array_like of int, or MeanAblation
+        Paired with ``clean`` row by row; or :class:`MeanAblation`.
     direction : (..., T, vocab) array_like, or Metric
         The metric: ``(direction * logits).sum()``, or a :class:`attnlib.objectives.Metric`.
     threshold : float
@@ -370,7 +438,7 @@ def faithfulness(model: Model, clean, corrupt, edges, direction, graph=None) -> 
     >>> round(faithfulness(m, toks, other, circuit, d, all_edges(m, embed=False)), 6)
     1.0
     """
-    runs = _Runs(model, clean, corrupt, direction)
+    runs = _Runs(model, clean, corrupt, direction, "faithfulness")
     runs.traces()
     gap = runs.base - runs.metric_of(runs.corrupt_trace.logits)
     if gap == 0:

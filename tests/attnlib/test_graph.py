@@ -325,3 +325,34 @@ def test_every_method_is_counted_where_it_runs_the_model(toy, runs):
         with discovery.counting() as cost:
             call()
         assert (cost.forward, cost.backward) == expected, name
+
+
+# --- mean ablation as the corruption ------------------------------------------------
+
+def test_mean_ablation_edges_against_paths_mean_cuts():
+    """edge_effects with MeanAblation(ref) is, edge by edge, paths.forward's mean-ablated cut of that edge
+    (a separate computation); acdc takes it too; the methods that need a paired run refuse it by name."""
+    from attnlib import paths
+    from attnlib.discovery import MeanAblation, acdc, all_edges, eap, edge_effects, faithfulness
+
+    m = load("induction")
+    rng = np.random.default_rng(5)
+    seg = rng.choice(np.arange(1, 50), (3, 6))
+    clean = np.concatenate([np.full((3, 1), 50), seg, seg], 1)  # (3, 13)
+    ref = np.concatenate([np.full((6, 1), 50), rng.integers(1, 50, (6, 12))], 1)
+    d = rng.normal(size=clean.shape + (m.vocab,))
+    graph = all_edges(m)
+    fx = edge_effects(m, clean, MeanAblation(ref), d, edges=graph)
+    base = (d * m.forward(clean)).sum()
+    for e in graph[::5] + [Edge("embed", (0, 1), "v"), Edge((0, 2), (1, 1), "k"), Edge((1, 0), "logits")]:
+        cut = (d * paths.forward(m, clean, [e], how="mean", reference=ref)).sum()
+        assert fx[e] == pytest.approx(cut - base, abs=1e-9), e
+    assert max(abs(v) for v in fx.values()) > 0.1  # the means do move the metric
+    kept = acdc(m, clean, MeanAblation(ref), d, threshold=0.05 * abs(base), edges=graph)
+    assert 0 < len(kept) < len(graph)
+    for method, call in (("eap", lambda c: eap(m, clean, c, d)),
+                         ("faithfulness", lambda c: faithfulness(m, clean, c, kept, d))):
+        with pytest.raises(ValueError, match=f"{method} needs a paired corrupt run"):
+            call(MeanAblation(ref))
+    with pytest.raises(ValueError, match="reference must be"):
+        edge_effects(m, clean, MeanAblation(ref[:, :7]), d)
